@@ -1,0 +1,158 @@
+"""The OpenTool front: `/version`, `/call`, `/streamCall`, `/load` under a prefix (default /opentool)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from adapters.opentool import codec
+from adapters.opentool.document import build_document
+from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.http import dumps, is_json_content_type, json_response, parse_json, read_body
+from gateway.model import Call, CallContext, Principal
+
+if TYPE_CHECKING:
+    from gateway.runtime import Gateway
+
+FRONT = "opentool"
+
+
+class _Rejected(Exception):
+    """A request answered before dispatch, with its JSON-RPC code."""
+
+    def __init__(self, failure: Failure, code: int, call_id: str | None = None) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+        self.code = code
+        self.call_id = call_id
+
+
+def _malformed(message: str, code: int = codec.INVALID_REQUEST, call_id: str | None = None) -> _Rejected:
+    return _Rejected(Failure(kind=ErrorKind.MALFORMED, message=message), code, call_id)
+
+
+def _rejection_response(rejected: _Rejected) -> Response:
+    return json_response(
+        codec.failure_body(rejected.call_id, rejected.failure, rejected.code), status=codec.status_of(rejected.failure)
+    )
+
+
+class OpenToolFront:
+    def __init__(self, gateway: Gateway, settings: dict[str, Any]) -> None:
+        self.gateway = gateway
+        self.prefix = settings.get("prefix", "/opentool")
+        self.server_url = settings.get("server_url")
+
+    def _authenticate(self, request: Request) -> Principal | None:
+        try:
+            return self.gateway.auth.authenticate(request.headers)
+        except GatewayError as exc:
+            raise _Rejected(exc.failure, 401) from None
+
+    async def _parse_call(self, request: Request) -> tuple[Call, str]:
+        principal = self._authenticate(request)
+        if not is_json_content_type(request):
+            raise _malformed(
+                f"Content-Type must be application/json, got {request.headers.get('content-type') or 'none'!r}"
+            )
+        try:
+            body = parse_json(await read_body(request, self.gateway.max_body_bytes))
+        except GatewayError as exc:
+            code = codec.PARSE_ERROR if exc.failure.kind == ErrorKind.MALFORMED else codec.INVALID_REQUEST
+            raise _Rejected(exc.failure, code) from None
+        if not isinstance(body, dict):
+            raise _malformed(f"The body must be a JSON-RPC request object, not a JSON {type(body).__name__}")
+        call_id = body.get("id") if isinstance(body.get("id"), str) else None
+        unknown = sorted(set(body) - codec.REQUEST_FIELDS)
+        if unknown:
+            raise _malformed(f"Unknown request member(s): {', '.join(unknown)}", call_id=call_id)
+        if body.get("jsonrpc") not in codec.ACCEPTED_JSONRPC:
+            raise _malformed(f"'jsonrpc' must be \"2.0\", got {body.get('jsonrpc')!r}", call_id=call_id)
+        if "id" not in body or body["id"] is None:
+            raise _malformed("'id' is required: a string that the response echoes")
+        if not isinstance(body["id"], str):
+            raise _malformed(f"'id' must be a string, got {type(body['id']).__name__} {body['id']!r}")
+        method = body.get("method")
+        if not isinstance(method, str) or not method:
+            raise _malformed("'method' is required: the name of the function to call", call_id=call_id)
+        params = body.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            failure = Failure(
+                kind=ErrorKind.INVALID_ARGUMENTS,
+                message=f"'params' must be an object keyed by parameter name, got a JSON {type(params).__name__}",
+            )
+            raise _Rejected(failure, codec.INVALID_PARAMS, call_id)
+        context = CallContext(front=FRONT, principal=principal, trace_id=body["id"])
+        return Call(tool=method, arguments=params, context=context), body["id"]
+
+    async def version(self, request: Request) -> Response:
+        try:
+            self._authenticate(request)
+        except _Rejected as rejected:
+            return _rejection_response(rejected)
+        return json_response({"version": self.gateway.version})
+
+    async def call(self, request: Request) -> Response:
+        try:
+            call, call_id = await self._parse_call(request)
+        except _Rejected as rejected:
+            return _rejection_response(rejected)
+        outcome = await self.gateway.dispatcher.call(call)
+        if outcome.error is not None:
+            return json_response(codec.failure_body(call_id, outcome.error), status=codec.status_of(outcome.error))
+        return json_response(codec.success(call_id, outcome.value))
+
+    async def stream_call(self, request: Request) -> Response:
+        try:
+            call, call_id = await self._parse_call(request)
+        except _Rejected as rejected:
+            return _rejection_response(rejected)
+        method = call.tool
+
+        async def events() -> AsyncIterator[str]:
+            yield _event("start", {"start": method})
+            outcome = await self.gateway.dispatcher.call(call)
+            if outcome.error is not None:
+                yield _event("error", codec.failure_body(call_id, outcome.error))
+                return
+            yield _event("data", codec.success(call_id, outcome.value))
+            yield _event("done", {"done": method})
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    async def load(self, request: Request) -> Response:
+        try:
+            self._authenticate(request)
+        except _Rejected as rejected:
+            return _rejection_response(rejected)
+        public = self.gateway.config.section("server").get("public_url")
+        base = (public or str(request.base_url)).rstrip("/")
+        document = build_document(
+            self.gateway.catalog.latest(),
+            title="Toolplex",
+            version=self.gateway.version,
+            description="Tools served by the Toolplex gateway",
+            server_url=self.server_url or f"{base}{self.prefix}",
+        )
+        return json_response(document)
+
+
+def _event(name: str, data: Any) -> str:
+    return f"event: {name}\ndata: {dumps(data)}\n\n"
+
+
+def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
+    front = OpenToolFront(gateway, settings)
+    p = front.prefix
+    return [
+        Route(f"{p}/version", front.version, methods=["GET"]),
+        Route(f"{p}/call", front.call, methods=["POST"]),
+        Route(f"{p}/streamCall", front.stream_call, methods=["POST"]),
+        Route(f"{p}/load", front.load, methods=["GET"]),
+    ]

@@ -1,0 +1,101 @@
+"""`@tool` and `Toolkit`: how a Python author declares tools for the gateway."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from adapters.python.schema import SignatureSchemas
+from gateway.model import AuthorizationRequirement, Requirements
+
+F = TypeVar("F", bound=Callable[..., Any])
+ATTRIBUTE = "__toolplex_tool__"
+
+
+def camel_case(name: str) -> str:
+    """`word_count` -> `WordCount`; names already in CamelCase stay as they are."""
+    if "_" not in name and name[:1].isupper():
+        return name
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"_+", name) if part)
+
+
+@dataclass
+class PythonTool:
+    """A function plus everything derived from it once, at decoration time."""
+
+    func: Callable[..., Any]
+    name: str
+    version: str
+    description: str
+    schemas: SignatureSchemas
+    toolkit: str | None = None
+    timeout: float | None = None
+    visible: bool = True
+    side_effects: bool = True
+    requirements: Requirements = field(default_factory=Requirements)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.func)
+
+
+def tool(
+    func: F | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    version: str = "1.0.0",
+    toolkit: str | None = None,
+    timeout: float | None = None,
+    visible: bool = True,
+    side_effects: bool = True,
+    secrets: Iterable[str] = (),
+    authorization: Iterable[AuthorizationRequirement] = (),
+    user_id: bool = False,
+) -> Any:
+    """Declare a tool; the schemas come from the type hints and the docstring.
+
+    The function stays callable as before; the gateway reads what it needs
+    from an attribute, so tests of the tool need no gateway.
+    """
+
+    def wrap(fn: F) -> F:
+        tool_name = name or camel_case(fn.__name__)
+        schemas = SignatureSchemas(fn, f"{tool_name}Input")
+        spec = PythonTool(
+            func=fn,
+            name=tool_name,
+            version=version,
+            description=description or schemas.description or tool_name,
+            schemas=schemas,
+            toolkit=toolkit,
+            timeout=timeout,
+            visible=visible,
+            side_effects=side_effects,
+            requirements=Requirements(authorization=tuple(authorization), secrets=tuple(secrets), user_id=user_id),
+        )
+        setattr(fn, ATTRIBUTE, spec)
+        return fn
+
+    return wrap(func) if func is not None else wrap
+
+
+@dataclass
+class Toolkit:
+    """A named group of `@tool` functions, the unit a YAML backend exposes."""
+
+    name: str
+    tools: list[Callable[..., Any]]
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for fn in self.tools:
+            if not hasattr(fn, ATTRIBUTE):
+                raise TypeError(f"{fn!r} in toolkit {self.name!r} is not decorated with @tool")
+
+
+def tool_of(obj: Any) -> PythonTool | None:
+    return getattr(obj, ATTRIBUTE, None)

@@ -1,0 +1,1 @@
+"""The built-in toolkits that `config/gateway.yaml` serves."""

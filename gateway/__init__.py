@@ -1,0 +1,1 @@
+"""Toolplex core: canonical model, catalog, dispatch, configuration, app and CLI."""

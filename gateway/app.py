@@ -1,0 +1,47 @@
+"""The ASGI application: health, then every enabled front's routes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.config import GatewayConfig
+from gateway.fronts import front_routes
+from gateway.http import json_response
+from gateway.runtime import Gateway
+
+
+def create_app(config: GatewayConfig) -> Starlette:
+    gateway = Gateway(config)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        await gateway.start()
+        try:
+            yield
+        finally:
+            await gateway.close()
+
+    async def healthz(_request: Request) -> Response:
+        return json_response({"status": "ok"})
+
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return json_response({"detail": exc.detail}, status=exc.status_code, headers=exc.headers)
+
+    async def internal_error(_request: Request, _exc: Exception) -> Response:
+        return json_response({"detail": "Internal server error"}, status=500)
+
+    app = Starlette(
+        routes=[Route("/healthz", healthz, methods=["GET"]), *front_routes(gateway)],
+        lifespan=lifespan,
+        exception_handlers={HTTPException: http_error, Exception: internal_error},
+    )
+    app.state.gateway = gateway
+    return app

@@ -1,0 +1,129 @@
+"""`toolplex serve | check | tools`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from gateway.catalog import Catalog
+from gateway.config import GatewayConfig, load_config
+from gateway.errors import ConfigError
+
+
+def _load(path: str) -> GatewayConfig:
+    return load_config(path)
+
+
+async def _catalog(config: GatewayConfig) -> Catalog:
+    from gateway.runtime import discover_all
+
+    catalog, backends = await discover_all(config)
+    for backend in backends.values():
+        await backend.close()
+    return catalog
+
+
+def _rows(catalog: Catalog) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": spec.flat_name,
+            "id": spec.oxp_id,
+            "backend": spec.backend,
+            "language": spec.language,
+            "visible": spec.visible,
+            "description": spec.description,
+        }
+        for spec in catalog.all_versions()
+    ]
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    headers = ["name", "id", "backend", "visible"]
+    cells = [[str(row[h]) for h in headers] for row in rows]
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(cell, widths, strict=True)) for cell in cells]
+    return "\n".join(lines)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        config = _load(args.path)
+        catalog = asyncio.run(_catalog(config))
+    except ConfigError as exc:
+        print(f"{args.path}: {len(exc.problems)} problem(s)", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 1
+    print(_table(_rows(catalog)))
+    print(f"\n{args.path}: OK, {len(catalog)} tool version(s)")
+    return 0
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    try:
+        catalog = asyncio.run(_catalog(_load(args.config)))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    rows = _rows(catalog)
+    print(json.dumps(rows, indent=2) if args.json else _table(rows))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.observability import configure_logging
+
+    try:
+        config = _load(args.config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    server = config.section("server")
+    host = args.host or server["host"]
+    port = args.port if args.port is not None else server["port"]
+    configure_logging(config.section("logging")["level"])
+    uvicorn.run(
+        create_app(config),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolplex", description="Toolplex: one gateway, many tool protocols")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the gateway")
+    serve.add_argument("--config", required=True, help="path to the YAML configuration")
+    serve.add_argument("--host", default=None, help="address to bind (default: server.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port to bind (default: server.port, 8080)")
+    serve.set_defaults(func=cmd_serve)
+    check = sub.add_parser("check", help="validate a configuration and print its catalog")
+    check.add_argument("path")
+    check.set_defaults(func=cmd_check)
+    tools = sub.add_parser("tools", help="list the catalog of a configuration")
+    tools.add_argument("--config", required=True)
+    tools.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    tools.set_defaults(func=cmd_tools)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The canonical tool model shared by every front and backend.
+
+Nothing here knows a wire format: a front turns its request into a `Call`,
+a backend turns a `ToolSpec` plus arguments into a value, and the `Outcome`
+travels back for the front to encode.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.errors import Failure
+
+# OXP ids and OpenTool / OpenAI function names, as published.
+PART_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
+FLAT_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+VERSION_PATTERN = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class AuthorizationRequirement:
+    """A user authorization a tool needs, e.g. an OAuth2 grant from a provider."""
+
+    id: str
+    scopes: tuple[str, ...] = ()
+    url: str | None = None  # template; may use {provider}, {user_id}, {scopes}, {tool}
+    check_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Requirements:
+    authorization: tuple[AuthorizationRequirement, ...] = ()
+    secrets: tuple[str, ...] = ()
+    user_id: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.authorization or self.secrets or self.user_id)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One version of one tool, whichever backend serves it."""
+
+    toolkit: str
+    name: str
+    version: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    requirements: Requirements = field(default_factory=Requirements)
+    visible: bool = True
+    tags: tuple[str, ...] = ()
+    backend: str = ""
+    language: str = "python"
+    timeout: float | None = None  # per-tool deadline in seconds
+    side_effects: bool = True
+    # Where the tool came from, for error messages ("backend 'math' (module:attr)").
+    source: str = ""
+    # Backend-private handle (a Python callable, an upstream tool name, ...).
+    binding: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def flat_name(self) -> str:
+        return f"{self.toolkit}_{self.name}"
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.toolkit}.{self.name}"
+
+    @property
+    def oxp_id(self) -> str:
+        return f"{self.qualified_name}@{self.version}"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller and the tools it may call (globs on flat names)."""
+
+    name: str
+    tools: tuple[str, ...] | None = None  # None: every tool
+
+
+@dataclass
+class CallContext:
+    """Who is calling, under which deadline, with which caller-supplied credentials."""
+
+    call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    front: str = "internal"
+    principal: Principal | None = None
+    session_id: str | None = None
+    message_id: str | None = None
+    trace_id: str | None = None
+    user_id: str | None = None
+    secrets: dict[str, str] = field(default_factory=dict)
+    authorization: dict[str, str] = field(default_factory=dict)  # provider id -> token
+    # Absolute time.monotonic() after which the call is abandoned; set by dispatch.
+    deadline: float | None = None
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+
+@dataclass
+class Call:
+    """A request to run one tool, as every front hands it to dispatch."""
+
+    tool: str  # flat name ("Math_Add") or qualified name ("Math.Add")
+    arguments: dict[str, Any]
+    context: CallContext = field(default_factory=CallContext)
+    version: str | None = None  # "x.y.z" exact, "x" meaning x.0.0, None for the latest
+    timeout: float | None = None  # requested deadline in seconds
+
+
+@dataclass
+class Outcome:
+    """The result of one call: a value or a canonical failure."""
+
+    call_id: str
+    spec: ToolSpec | None
+    value: Any = None
+    error: Failure | None = None
+    duration_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None

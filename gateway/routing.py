@@ -1,0 +1,53 @@
+"""Per-backend routing: which tools a backend exposes, and under which names.
+
+Applied to what a backend discovered, before the catalog is built, so names
+depend only on the backend's own tools and its rules: adding or removing
+another backend never renames anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fnmatch import fnmatchcase
+from typing import Any
+
+from gateway.model import ToolSpec
+
+
+def _matches(spec: ToolSpec, patterns: list[str]) -> bool:
+    """A pattern with a dot matches `Toolkit.Name`; without one, the bare name."""
+    for pattern in patterns:
+        target = spec.qualified_name if "." in pattern else spec.name
+        if fnmatchcase(target, pattern):
+            return True
+    return False
+
+
+def apply_routing(specs: list[ToolSpec], backend: dict[str, Any]) -> list[ToolSpec]:
+    include = backend.get("include") or ["*"]
+    exclude = backend.get("exclude") or []
+    rename: dict[str, str] = backend.get("rename") or {}
+    hide = backend.get("hide") or []
+    timeouts: dict[str, float] = backend.get("timeouts") or {}
+    routed = []
+    for spec in specs:
+        if not _matches(spec, include) or _matches(spec, exclude):
+            continue
+        changes: dict[str, Any] = {"backend": backend["name"]}
+        if backend.get("toolkit"):
+            changes["toolkit"] = backend["toolkit"]
+        elif backend.get("prefix"):
+            changes["toolkit"] = backend["prefix"] + spec.toolkit
+        if spec.name in rename:
+            changes["name"] = rename[spec.name]
+        elif spec.qualified_name in rename:
+            changes["name"] = rename[spec.qualified_name]
+        if backend.get("version"):
+            changes["version"] = backend["version"]
+        if _matches(spec, hide):
+            changes["visible"] = False
+        timeout = timeouts.get(spec.name, timeouts.get(spec.qualified_name))
+        if timeout is not None:
+            changes["timeout"] = float(timeout)
+        routed.append(dataclasses.replace(spec, **changes))
+    return routed

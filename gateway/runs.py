@@ -1,0 +1,97 @@
+"""Calls that outlive the request that started them.
+
+OXP's patience and ToolServerNode's 450 "call again" both answer a client
+before its call is done; the run goes on here and a later request collects
+it. Runs are bounded in number and forgotten after a retention time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from gateway.dispatch import Dispatcher
+from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.model import Call, Outcome
+
+
+@dataclass
+class Run:
+    key: str
+    call: Call
+    task: asyncio.Task[Outcome]
+    owner: str | None = None  # e.g. the session that started it
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def done(self) -> bool:
+        return self.task.done()
+
+
+class RunRegistry:
+    def __init__(self, dispatcher: Dispatcher, *, retention: float = 600.0, max_runs: int = 10_000) -> None:
+        self.dispatcher = dispatcher
+        self.retention = retention
+        self.max_runs = max_runs
+        self._runs: dict[str, Run] = {}
+
+    def get(self, key: str) -> Run | None:
+        return self._runs.get(key)
+
+    def start(self, key: str, call: Call, *, owner: str | None = None) -> Run:
+        """Start `call` in the background under `key`, or return the run already there."""
+        existing = self._runs.get(key)
+        if existing is not None:
+            return existing
+        if len(self._runs) >= self.max_runs:
+            raise GatewayError.of(
+                ErrorKind.UPSTREAM_UNAVAILABLE,
+                "Too many calls in progress; try again later",
+                can_retry=True,
+                retry_after_ms=1000,
+            )
+        task = asyncio.get_running_loop().create_task(self.dispatcher.call(call), name=f"run:{key}")
+        run = Run(key=key, call=call, task=task, owner=owner)
+        self._runs[key] = run
+        task.add_done_callback(lambda _t: self._expire_later(key, run))
+        return run
+
+    def _expire_later(self, key: str, run: Run) -> None:
+        def drop() -> None:
+            if self._runs.get(key) is run:
+                del self._runs[key]
+
+        asyncio.get_running_loop().call_later(self.retention, drop)
+
+    async def wait(self, run: Run, patience: float) -> Outcome | None:
+        """The outcome if it arrives within `patience` seconds, else None (the run goes on)."""
+        done, _ = await asyncio.wait({run.task}, timeout=max(0.0, patience))
+        if not done:
+            return None
+        if run.task.cancelled():
+            return Outcome(
+                call_id=run.call.context.call_id,
+                spec=None,
+                error=Failure(kind=ErrorKind.TOOL_FAILED, message="The call was cancelled before it finished"),
+            )
+        return run.task.result()
+
+    def forget(self, key: str) -> None:
+        self._runs.pop(key, None)
+
+    def cancel_owned_by(self, owner: str) -> int:
+        """Cancel every unfinished run of one owner; returns how many."""
+        cancelled = 0
+        for run in list(self._runs.values()):
+            if run.owner == owner and not run.done:
+                run.task.cancel()
+                cancelled += 1
+        return cancelled
+
+    async def close(self) -> None:
+        tasks = [r.task for r in self._runs.values() if not r.done]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._runs.clear()
