@@ -1,0 +1,90 @@
+"""Test plumbing: gateways in-process (ASGI) and as real subprocesses on free loopback ports."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+
+from gateway.app import create_app
+from gateway.config import parse_config
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = ROOT / "config" / "gateway.yaml"
+
+BUILTIN_BACKENDS = """
+backends:
+  - {name: math, kind: python, module: "adapters.python.toolkits.arithmetic:toolkit"}
+  - {name: text, kind: python, module: "adapters.python.toolkits.text:toolkit"}
+  - {name: time, kind: python, module: "adapters.python.toolkits.clock:toolkit"}
+  - {name: demo, kind: python, module: "adapters.python.toolkits.demo:toolkit"}
+"""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def asgi_client(config_yaml: str, env: dict[str, str] | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client talking to an in-process gateway whose lifespan has run."""
+    config = parse_config(textwrap.dedent(config_yaml), "test.yaml", env=env if env is not None else dict(os.environ))
+    app = create_app(config)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=30) as client:
+            client.app = app  # type: ignore[attr-defined]
+            yield client
+
+
+def wait_for_http(url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
+    """Poll `url` until it answers 200; bounded in time, fails fast if the process died."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode} before {url} answered")
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(0.05)
+    raise TimeoutError(f"{url} did not answer within {timeout} s: {last}")
+
+
+@contextlib.contextmanager
+def gateway_process(config_path: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`toolplex serve` as a real subprocess on a free port; yields its base URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config_path), "--port", str(port)]
+    process = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(f"{base}/healthz", process)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        if process.stderr:
+            process.stderr.close()
