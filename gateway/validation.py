@@ -55,6 +55,11 @@ def _describe(error: ValidationError) -> str:
         return "Must be " + " or ".join(_TYPE_WORDS.get(n, n) for n in names)
     if error.validator == "enum":
         return "Must be one of: " + ", ".join(json.dumps(v) for v in error.validator_value)
+    if error.validator in ("anyOf", "oneOf"):
+        branches = error.validator_value
+        types = [b.get("type") for b in branches if isinstance(b, dict) and set(b) <= {"type", "description"}]
+        if len(types) == len(branches) and all(isinstance(t, str) for t in types):
+            return "Must be " + " or ".join(_TYPE_WORDS.get(t, t) for t in types)
     if error.validator == "const":
         return f"Must be {json.dumps(error.validator_value)}"
     return error.message
@@ -83,4 +88,5 @@ def parameter_errors(validator: Draft202012Validator, arguments: Any) -> dict[st
                     problems.setdefault(extra, "Unexpected parameter")
         else:
             problems.setdefault("(arguments)", _describe(error))
-    return problems
+    order = {name: index for index, name in enumerate(validator.schema.get("properties", {}))}
+    return dict(sorted(problems.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -64,16 +65,23 @@ def wait_for_http(url: str, process: subprocess.Popen[bytes] | None = None, time
 
 
 @contextlib.contextmanager
-def gateway_process(config_path: Path, env: dict[str, str] | None = None) -> Iterator[str]:
-    """`toolplex serve` as a real subprocess on a free port; yields its base URL."""
+def gateway_process(
+    config_path: Path, env: dict[str, str] | None = None, log_path: Path | None = None
+) -> Iterator[str]:
+    """`toolplex serve` as a real subprocess on a free port; yields its base URL.
+
+    Its log (stderr) goes to `log_path`, or to a temporary file: never to a pipe nobody reads,
+    which would block the server once the pipe is full.
+    """
     port = free_port()
     cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config_path), "--port", str(port)]
+    log = open(log_path, "wb") if log_path else tempfile.TemporaryFile()  # noqa: SIM115
     process = subprocess.Popen(
         cmd,
         cwd=ROOT,
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -86,5 +94,4 @@ def gateway_process(config_path: Path, env: dict[str, str] | None = None) -> Ite
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=5)
-        if process.stderr:
-            process.stderr.close()
+        log.close()

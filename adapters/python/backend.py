@@ -175,7 +175,7 @@ class PythonBackend:
         value = await self._run(declared.func, context, **kwargs)
         return declared.schemas.output(value)
 
-    async def _run(self, func: Callable[..., Any], context: CallContext, *args: Any, **kwargs: Any) -> Any:
+    async def _run(self, func: Callable[..., Any], context: CallContext, /, *args: Any, **kwargs: Any) -> Any:
         if inspect.iscoroutinefunction(func):
             return await func(*args, **kwargs)
         loop = asyncio.get_running_loop()

@@ -82,7 +82,9 @@ def self_contained(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _context_param(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
     hint = hints.get(param.name)
-    return hint is CallContext or (param.name == "context" and hint in (None, Any))
+    if hint is CallContext or CallContext in get_args(hint):  # also `CallContext | None`
+        return True
+    return param.name == "context" and hint in (None, Any)
 
 
 def _annotated_description(hint: Any) -> str | None:

@@ -89,7 +89,15 @@ def _expand(value: Any, path: PathKey, env: dict[str, str], problems: list[tuple
         problems.append((path, f"environment variable {name} is not set (write ${{{name}:-default}} to allow that)"))
         return ""
 
-    return _VAR.sub(substitute, value)
+    expanded = _VAR.sub(substitute, value)
+    if _VAR.fullmatch(value) and value != "$$":
+        # `port: ${PORT:-8080}` is a number, as if the value had been written in the file.
+        try:
+            typed = yaml.safe_load(expanded)
+        except yaml.YAMLError:
+            return expanded
+        return typed if isinstance(typed, (int, float, bool)) else expanded
+    return expanded
 
 
 def _unknown_keys(error: Any) -> list[str]:
@@ -138,6 +146,8 @@ def parse_config(text: str, source: str = "<memory>", env: dict[str, str] | None
     problems = [f"{config.locate(p)}: {format_path(p)}: {m}" for p, m in expand_problems]
     for error in sorted(_VALIDATOR.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
         path = tuple(error.absolute_path)
+        if any(path == p for p, _ in expand_problems):
+            continue  # already reported: the variable is missing, not the value wrong
         if error.validator in ("additionalProperties", "unevaluatedProperties"):
             for key in _unknown_keys(error):
                 where = (*path, key)
