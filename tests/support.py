@@ -95,3 +95,42 @@ def gateway_process(
             process.kill()
             process.wait(timeout=5)
         log.close()
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
+    """Poll until something accepts TCP connections on 127.0.0.1:`port`; bounded in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode} before port {port} opened")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"port {port} did not open within {timeout} s")
+
+
+@contextlib.contextmanager
+def python_server(module: str, *args: str, env: dict[str, str] | None = None) -> Iterator[int]:
+    """`python -m module --port P *args` on a free loopback port; yields P once it accepts connections."""
+    port = free_port()
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, "--port", str(port), *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        wait_for_port(port, process)
+        yield port
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        log.close()

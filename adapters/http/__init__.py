@@ -1,0 +1,1 @@
+"""Plain REST endpoints declared in YAML, one per tool."""

@@ -1,0 +1,130 @@
+"""Keeping the catalog current: discover every backend at start and on an interval.
+
+Each backend's last good tool list is kept, so an upstream that goes down keeps
+nothing stale in the catalog... but also takes nothing else down with it: the
+catalog is rebuilt from what every backend last said, and swapped in whole only
+when it is consistent. A configuration error (a Python import path that does
+not exist) stops the start; an unreachable upstream does not: its tools appear
+when it comes up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from gateway.backends import Backend
+from gateway.catalog import Catalog
+from gateway.config import GatewayConfig
+from gateway.errors import ConfigError, GatewayError
+from gateway.model import ToolSpec
+from gateway.routing import apply_routing
+
+log = structlog.get_logger("toolplex.discovery")
+
+
+@dataclass
+class BackendState:
+    name: str
+    kind: str
+    state: str = "starting"  # starting | up | down
+    tools: int = 0
+    error: str | None = None
+    checked_at: str | None = None
+    specs: list[ToolSpec] = field(default_factory=list, repr=False)
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "state": self.state,
+            "tools": self.tools,
+            "error": self.error,
+            "checked_at": self.checked_at,
+        }
+
+
+class Discovery:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        backends: dict[str, Backend],
+        publish: Callable[[Catalog], None],
+    ) -> None:
+        self.config = config
+        self.backends = backends
+        self.publish = publish
+        self.states: dict[str, BackendState] = {
+            b["name"]: BackendState(b["name"], b["kind"]) for b in config.data["backends"]
+        }
+        self._task: asyncio.Task[None] | None = None
+
+    async def _discover_one(self, index: int, settings: dict[str, Any], strict: bool) -> None:
+        state = self.states[settings["name"]]
+        backend = self.backends[settings["name"]]
+        try:
+            discovered = await backend.discover()
+        except ConfigError as exc:
+            if strict:
+                where = self.config.locate(("backends", index))
+                raise ConfigError([f"{where}: {p}" for p in exc.problems]) from None
+            state.state, state.error = "down", "; ".join(exc.problems)
+        except GatewayError as exc:
+            state.state, state.error = "down", exc.failure.message
+        except Exception as exc:  # an upstream may answer anything: never let it stop the gateway
+            log.exception("discovery_failed", backend=state.name)
+            state.state, state.error = "down", f"{type(exc).__name__}: {exc}"
+        else:
+            state.specs = apply_routing(discovered, settings)
+            state.state, state.error, state.tools = "up", None, len(state.specs)
+        state.checked_at = datetime.now(UTC).isoformat(timespec="seconds")
+        if state.state == "down":
+            log.warning("backend_down", backend=state.name, error=state.error)
+
+    async def refresh(self, *, strict: bool = False) -> Catalog | None:
+        """Discover every backend, rebuild the catalog and publish it; None when it was inconsistent."""
+        results = await asyncio.gather(
+            *(self._discover_one(i, b, strict) for i, b in enumerate(self.config.data["backends"])),
+            return_exceptions=True,
+        )
+        problems = [p for r in results if isinstance(r, ConfigError) for p in r.problems]
+        if problems:
+            raise ConfigError(problems)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        specs = [spec for state in self.states.values() for spec in state.specs]
+        try:
+            catalog = Catalog(specs)
+        except ConfigError as exc:
+            if strict:
+                raise
+            log.error("catalog_rejected", problems=exc.problems)  # keep serving the previous catalog
+            return None
+        self.publish(catalog)
+        return catalog
+
+    def start_interval(self, interval_s: float) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_s)
+                started = time.monotonic()
+                try:
+                    await self.refresh()
+                except Exception:
+                    log.exception("discovery_loop_failed")
+                log.debug("discovery_refreshed", seconds=round(time.monotonic() - started, 3))
+
+        self._task = asyncio.get_running_loop().create_task(loop(), name="discovery")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
