@@ -98,6 +98,8 @@ class CallContext:
     user_id: str | None = None
     secrets: dict[str, str] = field(default_factory=dict)
     authorization: dict[str, str] = field(default_factory=dict)  # provider id -> token
+    # The client's own Authorization header, kept only for backends configured to forward it.
+    client_authorization: str | None = field(default=None, repr=False)
     # Absolute time.monotonic() after which the call is abandoned; set by dispatch.
     deadline: float | None = None
 
@@ -125,6 +127,7 @@ class Outcome:
     value: Any = None
     error: Failure | None = None
     duration_ms: float = 0.0
+    cached: bool = False  # served from the result cache; the tool did not run
 
     @property
     def ok(self) -> bool:
