@@ -112,25 +112,27 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, tim
 
 
 @contextlib.contextmanager
+def server_process(
+    command: list[str], port: int, env: dict[str, str] | None = None, timeout: float = 20.0
+) -> Iterator[int]:
+    """Run `command` (which must listen on 127.0.0.1:`port`); yield the port once it accepts connections."""
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=log)
+        try:
+            wait_for_port(port, process, timeout=timeout)
+            yield port
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+
+
+@contextlib.contextmanager
 def python_server(module: str, *args: str, env: dict[str, str] | None = None) -> Iterator[int]:
     """`python -m module --port P *args` on a free loopback port; yields P once it accepts connections."""
     port = free_port()
-    log = tempfile.TemporaryFile()
-    process = subprocess.Popen(
-        [sys.executable, "-m", module, "--port", str(port), *args],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        stdout=log,
-        stderr=log,
-    )
-    try:
-        wait_for_port(port, process)
-        yield port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-        log.close()
+    with server_process([sys.executable, "-m", module, "--port", str(port), *args], port, env) as ready:
+        yield ready

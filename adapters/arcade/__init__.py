@@ -1,0 +1,1 @@
+"""Arcade workers (PyPI `arcade-serve`): the production ancestor of OXP, as an upstream."""
