@@ -62,7 +62,7 @@ async def test_discovers_and_calls_arcade_math(worker_url: str) -> None:
 
 async def test_wrong_secret_is_upstream_unavailable(worker_url: str) -> None:
     backend = ArcadeBackend(
-        "arcade", {"name": "arcade", "url": worker_url, "secret": "not-the-secret-0123456789abcdef"}
+        "arcade", {"name": "arcade", "url": worker_url, "secret": "not-the-secret-0123456789abcdef-xyz"}
     )
     try:
         with pytest.raises(Exception, match="unavailable"):
