@@ -1,0 +1,203 @@
+"""Idempotent OXP calls: one run per `call_id`, recorded in the state store, collected with patience.
+
+A record per call id lives in the `StateStore` (so replicas can share it):
+`running` while the tool runs, then `done` with the outcome as JSON for the
+retention time. The live run sits in the `RunRegistry` under the same key, so
+a duplicate that arrives while it runs waits for that very run, and a client
+that gave up after the patience collects it with the same call id. Failures
+answered before the tool ran (unknown tool, missing authorization, invalid
+input) are not recorded: a retry after fixing them must run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import uuid
+from collections.abc import Coroutine
+from typing import Any
+
+import orjson
+import structlog
+
+from adapters.oxp import codec
+from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.model import Call, Outcome
+from gateway.runs import Run, RunRegistry
+from gateway.state import StateStore
+
+log = structlog.get_logger("toolplex.oxp")
+
+POLL_S = 0.05  # how often to look at a record whose run lives in another replica
+
+
+def fingerprint(tool_id: str, arguments: dict[str, Any], user_id: str | None) -> str:
+    """What makes two requests with one call id "the same call": tool id as sent, input, user."""
+    canonical = orjson.dumps({"tool_id": tool_id, "input": arguments, "user_id": user_id}, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def recorded_by_tool(outcome: Outcome) -> bool:
+    """True when the tool ran (a 200 answer); only those outcomes are replayed."""
+    return codec.status_of(outcome.error) == 200
+
+
+class CallLedger:
+    def __init__(
+        self,
+        store: StateStore,
+        runs: RunRegistry,
+        *,
+        retention: float,
+        patience: float,
+        retry_after_ms: int,
+    ) -> None:
+        self.store = store
+        self.runs = runs
+        self.retention = retention
+        self.patience = patience
+        self.retry_after_ms = retry_after_ms
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def call(self, key: str, fp: str, call: Call, lost_after: float) -> Outcome:
+        """The outcome of `call` under idempotency key `key`: fresh, collected, replayed or pending.
+
+        `lost_after` (seconds) bounds how long a `running` record without a run
+        anywhere is believed; after that the run is reported lost.
+        """
+        started = time.monotonic()
+        deadline = started + self.patience
+        first = True
+        while True:
+            if not first and time.monotonic() >= deadline:
+                return self._pending(call, started)
+            first = False
+            token = uuid.uuid4().hex
+            fresh = {"status": "running", "fingerprint": fp, "token": token, "lost_at": time.time() + lost_after}
+            if await self.store.add(key, fresh, max(self.retention, lost_after)):
+                run = await self._start(key, token, call)
+                return await self._collect(key, token, run, call, deadline, started)
+            record = await self.store.get(key)
+            if record is None:  # settled away between add and get: claim it again
+                continue
+            if record["fingerprint"] != fp:
+                raise _conflict(call.context.call_id, self.retention)
+            if record["status"] == "done":
+                log.debug("oxp_replay", call_id=call.context.call_id)
+                return _replay(call, record["outcome"])
+            run = self.runs.get(key)
+            if run is not None:
+                return await self._collect(key, record["token"], run, call, deadline, started)
+            if time.time() > record["lost_at"]:
+                return _lost(call, started)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return self._pending(call, started)
+            await asyncio.sleep(min(POLL_S, remaining))  # the run is elsewhere: poll the shared record
+
+    async def _start(self, key: str, token: str, call: Call) -> Run:
+        stale = self.runs.get(key)
+        if stale is not None and stale.done:
+            self.runs.forget(key)
+        try:
+            run = self.runs.start(key, call)
+        except GatewayError:
+            await self.store.delete(key)
+            raise
+        run.task.add_done_callback(lambda _task: self._spawn(self._settle(key, token, run)))
+        return run
+
+    async def _collect(self, key: str, token: str, run: Run, call: Call, deadline: float, started: float) -> Outcome:
+        outcome = await self.runs.wait(run, deadline - time.monotonic())
+        if outcome is None:
+            return self._pending(call, started)
+        await self._settle(key, token, run)  # so the next request sees the final record
+        return outcome
+
+    async def _settle(self, key: str, token: str, run: Run) -> None:
+        """Record a finished run's outcome, or drop the record when the tool never ran; idempotent."""
+        try:
+            outcome = await self.runs.wait(run, 0)
+            if outcome is None:
+                return
+            record = await self.store.get(key)
+            if record is None or record.get("token") != token or record.get("status") == "done":
+                return
+            if recorded_by_tool(outcome):
+                done = {"status": "done", "fingerprint": record["fingerprint"], "token": token}
+                done["outcome"] = _encode(outcome)
+                await self.store.set(key, done, self.retention)
+            else:
+                await self.store.delete(key)
+            if self.runs.get(key) is run:
+                self.runs.forget(key)
+        except Exception:
+            log.exception("oxp_settle_failed", call_id=run.call.context.call_id)
+
+    def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(job)
+        except RuntimeError:  # the loop is shutting down
+            job.close()
+            return
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _pending(self, call: Call, started: float) -> Outcome:
+        return Outcome(
+            call_id=call.context.call_id,
+            spec=None,
+            error=Failure(
+                kind=ErrorKind.PENDING,
+                message="The tool is still running; call again with the same call_id to collect its result",
+                developer_message=f"Not finished within the patience of {self.patience:g} s; the run goes on",
+                can_retry=True,
+                retry_after_ms=self.retry_after_ms,
+            ),
+            duration_ms=(time.monotonic() - started) * 1000,
+        )
+
+
+def _encode(outcome: Outcome) -> dict[str, Any]:
+    """The outcome as plain JSON, so a shared store can hold it."""
+    return {
+        "value": None if outcome.error else orjson.loads(orjson.dumps(outcome.value, option=orjson.OPT_NON_STR_KEYS)),
+        "error": outcome.error.to_dict() if outcome.error else None,
+        "duration_ms": outcome.duration_ms,
+    }
+
+
+def _replay(call: Call, recorded: dict[str, Any]) -> Outcome:
+    error = recorded.get("error")
+    return Outcome(
+        call_id=call.context.call_id,
+        spec=None,
+        value=recorded.get("value"),
+        error=Failure.from_dict(error) if error else None,
+        duration_ms=float(recorded.get("duration_ms") or 0.0),
+    )
+
+
+def _lost(call: Call, started: float) -> Outcome:
+    return Outcome(
+        call_id=call.context.call_id,
+        spec=None,
+        error=Failure(
+            kind=ErrorKind.INTERNAL,
+            message="The earlier call with this call_id stopped before it finished; send a new call_id to try again",
+            developer_message="A running record outlived its deadline with no run left to collect",
+        ),
+        duration_ms=(time.monotonic() - started) * 1000,
+    )
+
+
+def _conflict(call_id: str, retention: float) -> GatewayError:
+    return GatewayError.of(
+        ErrorKind.MALFORMED,
+        f"call_id {call_id!r} was already used for a different call",
+        developer_message=(
+            f"A call_id is an idempotency key: for {retention:g} s it must name the same tool_id, input and "
+            "user_id. Send a new call_id for a new call."
+        ),
+    )
