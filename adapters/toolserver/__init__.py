@@ -1,0 +1,1 @@
+"""XAgent ToolServerNode protocol: cookie sessions, tool listing and retrieval, 450 "call again"."""

@@ -1,0 +1,112 @@
+"""ToolServerNode's wire: result wrapping, tool and env JSON, FastAPI-shaped errors.
+
+The real XAgent client unwraps results (`{"type": "simple", "data": ...}`) and
+branches on the HTTP status alone, so both are reproduced exactly here.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.errors import ErrorKind, Failure
+from gateway.model import ToolSpec
+
+WRAPPED_TYPES = ("simple", "composite", "binary")
+RETRY_STATUS = 450  # "call again": the node's own status for an unfinished call
+MORE_TOOLS = "..."  # the node's marker for an env listing cut at the cap
+DESCRIPTION_LIMIT = 1024  # the node cuts tool descriptions here
+
+# kind -> HTTP status; the README's error table says the same.
+KIND_STATUS: dict[ErrorKind, int] = {
+    ErrorKind.MALFORMED: 422,
+    ErrorKind.TOO_LARGE: 413,
+    ErrorKind.NOT_FOUND: 404,
+    ErrorKind.INVALID_ARGUMENTS: 422,
+    ErrorKind.TOOL_FAILED: 500,
+    ErrorKind.DEADLINE: 500,
+    ErrorKind.PENDING: RETRY_STATUS,
+    ErrorKind.UNAUTHENTICATED: 401,
+    ErrorKind.FORBIDDEN: 403,
+    ErrorKind.MISSING_REQUIREMENT: 403,
+    ErrorKind.AUTHORIZATION_REQUIRED: 403,
+    ErrorKind.UPSTREAM_UNAVAILABLE: 503,
+    ErrorKind.INTERNAL: 500,
+}
+
+
+def is_wrapped(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") in WRAPPED_TYPES and "data" in value
+
+
+def wrap_result(value: Any) -> Any:
+    """As the node does: scalars, lists and null raw; objects under `simple`; bytes as `binary`."""
+    if value is None or isinstance(value, str | int | float | bool | list):
+        return value
+    if isinstance(value, bytes | bytearray):
+        return {"type": "binary", "media_type": "bytes", "name": None, "data": base64.b64encode(value).decode()}
+    if isinstance(value, tuple):
+        if len(value) <= 1:
+            return {"type": "simple", "data": value[0] if value else None}
+        return {"type": "composite", "data": [wrap_result(v) for v in value]}
+    if is_wrapped(value):
+        return value
+    return {"type": "simple", "data": value}
+
+
+def tool_json(spec: ToolSpec) -> dict[str, Any]:
+    """`{name, description, parameters}` with `parameters` an object JSON Schema, as OpenAI functions."""
+    parameters = dict(spec.input_schema)
+    parameters["type"] = "object"
+    parameters.setdefault("properties", {})
+    parameters.setdefault("required", [])
+    return {"name": spec.flat_name, "description": spec.description[:DESCRIPTION_LIMIT], "parameters": parameters}
+
+
+def env_json(name: str, description: str, tools: Sequence[ToolSpec], cap: int | None) -> dict[str, Any]:
+    """One env (a toolkit); `cap` None lists every tool, else at most `cap` plus a "..." entry."""
+    names = [spec.flat_name for spec in tools]
+    if cap is not None and len(names) > cap:
+        names = [*names[:cap], MORE_TOOLS]
+    return {"name": name, "description": description, "total_tools": len(tools), "tools": names}
+
+
+def detail(message: Any) -> dict[str, Any]:
+    return {"detail": message}
+
+
+def status_of(failure: Failure) -> int:
+    return KIND_STATUS[failure.kind]
+
+
+def validation_item(kind: str, loc: Sequence[str | int], msg: str, value: Any) -> dict[str, Any]:
+    """One entry of FastAPI's 422 `detail` list."""
+    return {"type": kind, "loc": list(loc), "msg": msg, "input": value}
+
+
+def failure_detail(failure: Failure, arguments: Any = None) -> Any:
+    """The `detail` of an error response: a FastAPI list for bad arguments, else a message."""
+    if failure.kind == ErrorKind.INVALID_ARGUMENTS and failure.parameter_errors:
+        given = arguments if isinstance(arguments, dict) else {}
+        return [
+            validation_item(
+                "missing" if name not in given else "value_error",
+                ("body", "arguments", name),
+                message,
+                given.get(name),
+            )
+            for name, message in failure.parameter_errors.items()
+        ]
+    message = failure.message
+    if failure.kind == ErrorKind.AUTHORIZATION_REQUIRED:
+        urls = [c["url"] for c in failure.details.get("authorization", []) if c.get("url")]
+        if urls:
+            message = f"{message}: {' '.join(urls)}"
+    if failure.additional_prompt_content:
+        message = f"{message}\n{failure.additional_prompt_content}"
+    return message
+
+
+def retry_detail(next_calling: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "retry", "next_calling": next_calling, "arguments": arguments}

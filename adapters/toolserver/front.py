@@ -1,0 +1,358 @@
+"""The ToolServerNode front: XAgent's ToolServer API under a prefix (default: the root).
+
+Sessions are `node_id` cookies; `/execute_tool` answers a call still running
+after the front's patience with 450 and a handle that the client collects by
+calling the gateway's own hidden tool `Toolplex_collect_result`.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from adapters.toolserver import codec, shapes
+from gateway.errors import ErrorKind, GatewayError
+from gateway.http import json_response, parse_json, read_body
+from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec
+from gateway.retrieval import index_for
+from gateway.sessions import Session, SessionRegistry
+
+if TYPE_CHECKING:
+    from gateway.runtime import Gateway
+
+FRONT = "toolserver"
+COOKIE = "node_id"
+COLLECT_TOOL = "Toolplex_collect_result"  # served here, never listed
+COLLECT_NAMES = frozenset({COLLECT_TOOL, "Toolplex.collect_result"})
+HANDLE_PATTERN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+HANDLE_PREFIX = "toolserver:handle:"
+SHOWN_ID_LIMIT = 128
+
+Handler = Callable[[Request, "_Caller"], Awaitable[Response]]
+
+
+class _Answer(Exception):
+    """An early answer: status and FastAPI `detail`."""
+
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(str(detail))
+        self.status = status
+        self.detail = detail
+
+
+class _Caller:
+    """Who sent the request: principal (when auth is on) and session (when a cookie was sent)."""
+
+    def __init__(self, principal: Principal | None, session: Session | None) -> None:
+        self.principal = principal
+        self.session = session
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.id if self.session else None
+
+
+def _shown(node_id: str) -> str:
+    return node_id if len(node_id) <= SHOWN_ID_LIMIT else node_id[:SHOWN_ID_LIMIT] + "..."
+
+
+def _invalid_node(node_id: str | None) -> str:
+    return f"invalid node_id: {None if node_id is None else _shown(node_id)}"
+
+
+class ToolServerFront:
+    def __init__(self, gateway: Gateway, settings: dict[str, Any]) -> None:
+        self.gateway = gateway
+        self.prefix: str = settings.get("prefix", "")
+        self.patience = float(settings.get("patience_s", 5))
+        self.env_tool_cap = int(settings.get("env_tool_cap", 50))
+        self.retention = float(settings.get("result_retention_s", 600))
+        self.sessions = SessionRegistry(gateway.store, idle_s=float(settings.get("session_idle_s", 1800)))
+
+    # ---- plumbing shared by every endpoint ----
+
+    def _authenticate(self, request: Request) -> Principal | None:
+        try:
+            return self.gateway.auth.authenticate(request.headers)
+        except GatewayError as exc:
+            raise _Answer(401, exc.failure.message) from None
+
+    async def _caller(self, request: Request) -> _Caller:
+        principal = self._authenticate(request)
+        node_id = request.cookies.get(COOKIE)
+        if node_id is None:
+            return _Caller(principal, None)
+        session = await self.sessions.get(node_id)
+        if session is None:
+            raise _Answer(403, _invalid_node(node_id))
+        return _Caller(principal, session)
+
+    async def _body(self, request: Request) -> Any:
+        """The JSON body, or None when there is none."""
+        try:
+            raw = await read_body(request, self.gateway.max_body_bytes)
+        except GatewayError as exc:
+            raise _Answer(413, exc.failure.message) from None
+        if not raw.strip():
+            return None
+        try:
+            return parse_json(raw)
+        except GatewayError as exc:
+            shown = raw[:200].decode(errors="replace")
+            item = codec.validation_item("json_invalid", ["body"], exc.failure.message, shown)
+            raise _Answer(422, [item]) from None
+
+    async def _no_parameters(self, request: Request) -> None:
+        """Endpoints without parameters accept no body, `{}` or `null`; anything else is refused."""
+        if request.method == "GET":
+            extra = list(request.query_params.keys())
+            if extra:
+                items = [
+                    codec.validation_item("extra_forbidden", ["query", k], "Extra inputs are not permitted", v)
+                    for k, v in request.query_params.multi_items()
+                ]
+                raise _Answer(422, items)
+            return
+        body = await self._body(request)
+        if body is None or body == {}:
+            return
+        if isinstance(body, dict):
+            items = [
+                codec.validation_item("extra_forbidden", ["body", k], "Extra inputs are not permitted", v)
+                for k, v in body.items()
+            ]
+        else:
+            items = [codec.validation_item("dict_type", ["body"], "This endpoint takes no parameters", body)]
+        raise _Answer(422, items)
+
+    def _endpoint(self, handler: Handler, *, with_session: bool = True) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                caller = await self._caller(request) if with_session else _Caller(self._authenticate(request), None)
+                return await handler(request, caller)
+            except _Answer as answer:
+                return json_response(codec.detail(answer.detail), status=answer.status)
+            except shapes.BadRequest as bad:
+                return json_response(codec.detail(bad.detail), status=422)
+
+        return endpoint
+
+    # ---- envs and tools ----
+
+    def _env_descriptions(self) -> dict[str, str]:
+        backends = self.gateway.config.data.get("backends") or []
+        return {b["name"]: b["description"] for b in backends if b.get("description")}
+
+    def _envs(self, cap: int | None, names: list[str] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+        kits = self.gateway.catalog.toolkits(visible_only=True)
+        described = self._env_descriptions()
+        wanted = list(kits) if names is None else names
+        found, missing = [], []
+        for name in wanted:
+            tools = kits.get(name)
+            if tools is None:
+                missing.append(name)
+                continue
+            description = next((described[s.backend] for s in tools if s.backend in described), "")
+            found.append(codec.env_json(name, description, tools, cap))
+        return found, missing
+
+    def _lookup(self, name: str) -> ToolSpec | None:
+        try:
+            return self.gateway.catalog.resolve(name)
+        except GatewayError:
+            return None
+
+    # ---- endpoints ----
+
+    async def get_cookie(self, request: Request, caller: _Caller) -> Response:
+        await self._no_parameters(request)
+        session = await self.sessions.create(FRONT)
+        response = json_response({"message": "add cookie", "version": self.gateway.version})
+        response.set_cookie(COOKIE, session.id, path=self.prefix or "/", httponly=True, samesite="lax")
+        return response
+
+    async def get_available_tools(self, request: Request, caller: _Caller) -> Response:
+        await self._no_parameters(request)
+        specs = self.gateway.catalog.latest(visible_only=True)
+        envs, _ = self._envs(self.env_tool_cap)
+        return json_response(
+            {
+                "available_envs": envs,
+                "available_tools": [s.flat_name for s in specs],
+                "tools_json": [codec.tool_json(s) for s in specs],
+            }
+        )
+
+    async def retrieving_tools(self, request: Request, caller: _Caller) -> Response:
+        if request.method == "GET":
+            wanted = shapes.retrieval_request(dict(request.query_params), where="query")
+        else:
+            wanted = shapes.retrieval_request(await self._body(request))
+        found = index_for(self.gateway.catalog).search(wanted.question, wanted.top_k)
+        return json_response(
+            {"retrieved_tools": [s.flat_name for s in found], "tools_json": [codec.tool_json(s) for s in found]}
+        )
+
+    async def _names(self, request: Request, keys: tuple[str, ...]) -> list[str]:
+        if request.method == "GET":
+            names = [part for value in request.query_params.getlist(keys[0]) for part in value.split(",") if part]
+            extra = {k: v for k, v in request.query_params.items() if k != keys[0]}
+            return shapes.names_request({keys[0]: names, **extra}, keys, where="query")
+        return shapes.names_request(await self._body(request), keys)
+
+    async def get_json_schema_for_tools(self, request: Request, caller: _Caller) -> Response:
+        names = await self._names(request, ("tools", "tool_names"))
+        tools_json, missing = [], []
+        for name in names:
+            spec = self._lookup(name)
+            if spec is None:
+                missing.append(name)
+            else:
+                tools_json.append(codec.tool_json(spec))
+        return json_response({"tools_json": tools_json, "missing_tools": missing})
+
+    async def get_json_schema_for_envs(self, request: Request, caller: _Caller) -> Response:
+        names = await self._names(request, ("envs", "env_names"))
+        envs, missing = self._envs(None, names)
+        return json_response({"envs_json": envs, "missing_envs": missing})
+
+    async def execute_tool(self, request: Request, caller: _Caller) -> Response:
+        wanted = shapes.execute_request(await self._body(request))
+        name = wanted.tool_name
+        if wanted.env_name is not None:
+            if wanted.env_name not in self.gateway.catalog.toolkits(visible_only=False):
+                raise _Answer(404, f"The env {wanted.env_name} is not found!")
+            if not name.startswith(f"{wanted.env_name}_"):
+                name = f"{wanted.env_name}_{name}"
+        if name in COLLECT_NAMES:
+            return await self._collect(wanted.arguments, caller)
+        context = CallContext(front=FRONT, principal=caller.principal, session_id=caller.session_id)
+        call = Call(tool=name, arguments=wanted.arguments, context=context)
+        handle = secrets.token_urlsafe(32)
+        try:
+            run = self.gateway.runs.start(handle, call, owner=caller.session_id)
+        except GatewayError as exc:
+            raise _Answer(codec.status_of(exc.failure), codec.failure_detail(exc.failure)) from None
+        outcome = await self.gateway.runs.wait(run, self.patience)
+        if outcome is None:
+            key = HANDLE_PREFIX + handle
+            await self.gateway.store.set(key, {"session": caller.session_id, "tool": name}, self.retention)
+            if caller.session_id is not None:
+                await self.sessions.own(caller.session_id, key)
+            return self._retry(handle)
+        self.gateway.runs.forget(handle)
+        return self._render(outcome, name, wanted.arguments)
+
+    async def _collect(self, arguments: dict[str, Any], caller: _Caller) -> Response:
+        handle = shapes.collect_arguments(arguments)
+        gone = f"The result handle {_shown(handle)} is unknown, expired or already collected"
+        if not HANDLE_PATTERN.match(handle):
+            raise _Answer(404, gone)
+        key = HANDLE_PREFIX + handle
+        record = await self.gateway.store.get(key)
+        if record is None:
+            raise _Answer(404, gone)
+        if record.get("session") != caller.session_id:
+            raise _Answer(403, "This result handle belongs to another session")
+        run = self.gateway.runs.get(handle)
+        if run is None:
+            await self._drop_handle(key, caller)
+            raise _Answer(404, gone)
+        outcome = await self.gateway.runs.wait(run, self.patience)
+        if outcome is None:
+            await self.gateway.store.touch(key, self.retention)
+            return self._retry(handle)
+        if self.gateway.runs.get(handle) is not run:  # a concurrent collect took it first
+            raise _Answer(404, gone)
+        self.gateway.runs.forget(handle)
+        await self._drop_handle(key, caller)
+        return self._render(outcome, str(record.get("tool")), run.call.arguments)
+
+    async def _drop_handle(self, key: str, caller: _Caller) -> None:
+        await self.gateway.store.delete(key)
+        if caller.session_id is not None:
+            await self.sessions.disown(caller.session_id, key)
+
+    @staticmethod
+    def _retry(handle: str) -> Response:
+        detail = codec.retry_detail(COLLECT_TOOL, {"handle": handle})
+        return json_response(codec.detail(detail), status=codec.RETRY_STATUS)
+
+    @staticmethod
+    def _render(outcome: Outcome, name: str, arguments: dict[str, Any]) -> Response:
+        failure = outcome.error
+        if failure is None:
+            return json_response(codec.wrap_result(outcome.value))
+        if failure.kind == ErrorKind.NOT_FOUND:
+            message: Any = f"The tool {name} is not found!"
+        else:
+            message = codec.failure_detail(failure, arguments)
+        return json_response(codec.detail(message), status=codec.status_of(failure))
+
+    # ---- sessions ----
+
+    async def close_session(self, request: Request, caller: _Caller) -> Response:
+        await self._no_parameters(request)
+        node_id = request.cookies.get(COOKIE)
+        session = await self.sessions.get(node_id) if node_id is not None else None
+        if session is None:
+            return json_response(_invalid_node(node_id))
+        self.gateway.runs.cancel_owned_by(session.id)
+        return json_response(f"Close session: {session.id}")
+
+    async def release_session(self, request: Request, caller: _Caller) -> Response:
+        await self._no_parameters(request)
+        node_id = request.cookies.get(COOKIE)
+        session = await self.sessions.release(node_id) if node_id is not None else None
+        if session is None:
+            return json_response(_invalid_node(node_id))
+        self.gateway.runs.cancel_owned_by(session.id)
+        for key in session.owned:
+            if key.startswith(HANDLE_PREFIX):
+                self.gateway.runs.forget(key.removeprefix(HANDLE_PREFIX))
+        response = json_response(f"Release session: {session.id}")
+        response.delete_cookie(COOKIE, path=self.prefix or "/", httponly=True, samesite="lax")
+        return response
+
+    async def reconnect_session(self, request: Request, caller: _Caller) -> Response:
+        await self._no_parameters(request)
+        node_id = request.cookies.get(COOKIE)
+        session = await self.sessions.get(node_id) if node_id is not None else None
+        if session is None:
+            return json_response(_invalid_node(node_id))
+        return json_response(f"Reconnect session: {session.id}")
+
+
+def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
+    front = ToolServerFront(gateway, settings)
+    p = front.prefix
+    read_only = ["GET", "POST"]
+    # These look at the cookie themselves: a stale one must not stop a client from starting over.
+    session_free = {"get_cookie", "get_cookies", "close_session", "release_session", "reconnect_session"}
+    table: list[tuple[str, Handler, list[str]]] = [
+        ("get_cookie", front.get_cookie, ["POST"]),
+        ("get_cookies", front.get_cookie, ["POST"]),
+        ("get_available_tools", front.get_available_tools, read_only),
+        ("retrieving_tools", front.retrieving_tools, read_only),
+        ("get_json_schema_for_tools", front.get_json_schema_for_tools, read_only),
+        ("get_json_schema_for_envs", front.get_json_schema_for_envs, read_only),
+        ("execute_tool", front.execute_tool, ["POST"]),
+        ("close_session", front.close_session, ["POST"]),
+        ("release_session", front.release_session, ["POST"]),
+        ("reconnect_session", front.reconnect_session, ["POST"]),
+    ]
+    return [
+        Route(
+            f"{p}/{path}",
+            front._endpoint(handler, with_session=path not in session_free),
+            methods=methods,
+        )
+        for path, handler, methods in table
+    ]

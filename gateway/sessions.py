@@ -1,0 +1,106 @@
+"""Client sessions over the state store, for any front that needs them.
+
+A session is an unguessable id a client carries (ToolServerNode's `node_id`
+cookie today), kept alive by use and forgotten after an idle time. Fronts
+record the store keys that belong to a session so that releasing it forgets
+everything the session left behind. Everything lives in the `StateStore`, so
+a shared store (Redis) serves sessions to every replica.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.state import StateStore
+
+# token_urlsafe(32): 256 random bits, 43 characters of the URL-safe base64 alphabet.
+TOKEN_BYTES = 32
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+MAX_OWNED_KEYS = 1000
+
+
+@dataclass
+class Session:
+    id: str
+    front: str
+    created: float = field(default_factory=time.time)
+    owned: list[str] = field(default_factory=list)  # store keys to forget on release
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "front": self.front, "created": self.created, "owned": self.owned}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Session:
+        return cls(id=data["id"], front=data["front"], created=data["created"], owned=list(data.get("owned") or []))
+
+
+class SessionRegistry:
+    """Create, look up (which keeps alive), and release sessions in a state store."""
+
+    def __init__(self, store: StateStore, *, idle_s: float, namespace: str = "session") -> None:
+        self.store = store
+        self.idle_s = idle_s
+        self.namespace = namespace
+
+    def _key(self, session_id: str) -> str:
+        return f"{self.namespace}:{session_id}"
+
+    @staticmethod
+    def well_formed(session_id: str) -> bool:
+        """Ids we could have issued; anything else is refused without a store look-up."""
+        return bool(ID_PATTERN.match(session_id))
+
+    async def create(self, front: str) -> Session:
+        while True:  # a collision of 256 random bits will not happen, but `add` makes it impossible
+            session = Session(id=secrets.token_urlsafe(TOKEN_BYTES), front=front)
+            if await self.store.add(self._key(session.id), session.to_dict(), self.idle_s):
+                return session
+
+    async def get(self, session_id: str) -> Session | None:
+        """The live session with this id, its idle timer restarted; None when unknown or expired."""
+        if not self.well_formed(session_id):
+            return None
+        key = self._key(session_id)
+        data = await self.store.get(key)
+        if data is None:
+            return None
+        await self.store.touch(key, self.idle_s)
+        return Session.from_dict(data)
+
+    async def own(self, session_id: str, key: str) -> None:
+        """Record that store entry `key` belongs to the session (forgotten on release)."""
+        data = await self.store.get(self._key(session_id))
+        if data is None:
+            return
+        session = Session.from_dict(data)
+        if key not in session.owned:
+            session.owned.append(key)
+            del session.owned[:-MAX_OWNED_KEYS]
+            await self.store.set(self._key(session_id), session.to_dict(), self.idle_s)
+
+    async def disown(self, session_id: str, key: str) -> None:
+        data = await self.store.get(self._key(session_id))
+        if data is None:
+            return
+        session = Session.from_dict(data)
+        if key in session.owned:
+            session.owned.remove(key)
+            await self.store.set(self._key(session_id), session.to_dict(), self.idle_s)
+
+    async def release(self, session_id: str) -> Session | None:
+        """Forget the session and every store entry it owned; returns what was forgotten."""
+        if not self.well_formed(session_id):
+            return None
+        key = self._key(session_id)
+        data = await self.store.get(key)
+        await self.store.delete(key)
+        if data is None:
+            return None
+        session = Session.from_dict(data)
+        for owned in session.owned:
+            await self.store.delete(owned)
+        return session
