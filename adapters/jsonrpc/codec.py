@@ -1,0 +1,299 @@
+"""Seed 002's wire: JSON-RPC 2.0 envelopes, `tool.execute` params, results and -32xxx errors.
+
+Pure functions over parsed JSON, so the envelope rules can be read (and
+tested) without a server. The front decides what to run; this module only
+says what is well-formed and how answers look.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway.errors import ErrorKind, Failure
+from gateway.model import Outcome, ToolSpec
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601  # also "tool not found"
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+TOOL_FAILED = -32000
+TIMEOUT = -32001
+PERMISSION_DENIED = -32002
+
+PROTOCOL_VERSION = "1.0.0"  # the seed's top-level "protocol"; answers always carry it
+_PROTOCOL = re.compile(r"^(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,2}$")
+ENVELOPE_FIELDS = ("jsonrpc", "id", "method", "params", "protocol")
+EXECUTE_FIELDS = ("tool", "language", "parameters", "context")
+CONTEXT_FIELDS = ("sessionId", "messageId", "timeout")
+LANGUAGES = ("python", "typescript", "remote")
+
+# The README's error table says the same (design.md, "JSON-RPC (seed 002)").
+KIND_CODES: dict[ErrorKind, int] = {
+    ErrorKind.MALFORMED: INVALID_REQUEST,
+    ErrorKind.TOO_LARGE: INVALID_REQUEST,
+    ErrorKind.NOT_FOUND: METHOD_NOT_FOUND,
+    ErrorKind.INVALID_ARGUMENTS: INVALID_PARAMS,
+    ErrorKind.TOOL_FAILED: TOOL_FAILED,
+    ErrorKind.DEADLINE: TIMEOUT,
+    ErrorKind.PENDING: TIMEOUT,
+    ErrorKind.UNAUTHENTICATED: PERMISSION_DENIED,
+    ErrorKind.FORBIDDEN: PERMISSION_DENIED,
+    ErrorKind.MISSING_REQUIREMENT: PERMISSION_DENIED,
+    ErrorKind.AUTHORIZATION_REQUIRED: PERMISSION_DENIED,
+    ErrorKind.UPSTREAM_UNAVAILABLE: INTERNAL_ERROR,
+    ErrorKind.INTERNAL: INTERNAL_ERROR,
+}
+
+
+class RpcError(Exception):
+    """One JSON-RPC error object, with the request id when it is known."""
+
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.request_id = request_id
+
+
+@dataclass
+class Request:
+    method: str
+    params: dict[str, Any]
+    id: str | int | float | None = None
+    notification: bool = False  # no "id" member: run, never answer
+    rejected: RpcError | None = None  # a params problem, answered (unless a notification) instead of running
+
+
+@dataclass
+class Execute:
+    """`tool.execute` params, checked."""
+
+    tool: str
+    version: str | None = None
+    language: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
+    message_id: str | None = None
+    timeout_ms: float | None = None
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def parse_request(item: Any) -> Request:
+    """Check one request object (a batch entry or the whole body); raise RpcError when it is not valid."""
+    if not isinstance(item, dict):
+        raise RpcError(INVALID_REQUEST, f"A request must be a JSON object, not a JSON {_type_name(item)}")
+    request_id = item.get("id")
+    if not _valid_id(request_id):
+        raise RpcError(INVALID_REQUEST, f"'id' must be a string, a number or null, not a JSON {_type_name(request_id)}")
+    if item.get("jsonrpc") != "2.0":
+        raise RpcError(INVALID_REQUEST, f"'jsonrpc' must be \"2.0\", got {item.get('jsonrpc')!r}", None, request_id)
+    protocol = item.get("protocol")
+    if protocol is not None:
+        major = protocol.split(".", 1)[0] if isinstance(protocol, str) and _PROTOCOL.match(protocol) else None
+        if major != "1":
+            raise RpcError(
+                INVALID_REQUEST,
+                f"Protocol {protocol!r} is not supported; this server speaks {PROTOCOL_VERSION} (any 1.x is accepted)",
+                {"supported": PROTOCOL_VERSION},
+                request_id,
+            )
+    unknown = sorted(set(item) - set(ENVELOPE_FIELDS))
+    if unknown:
+        raise RpcError(
+            INVALID_REQUEST,
+            f"Unknown request member(s) {', '.join(unknown)}; a request has {', '.join(ENVELOPE_FIELDS)}",
+            None,
+            request_id,
+        )
+    method = item.get("method")
+    if not isinstance(method, str) or not method:
+        raise RpcError(INVALID_REQUEST, "'method' is required: a non-empty string", None, request_id)
+    params = item.get("params")
+    if params is not None and not isinstance(params, (dict, list)):
+        raise RpcError(
+            INVALID_REQUEST, f"'params' must be an object, not a JSON {_type_name(params)}", None, request_id
+        )
+    request = Request(method=method, params={}, id=request_id, notification="id" not in item)
+    if isinstance(params, list):  # a valid envelope, so a notification still goes unanswered
+        request.rejected = RpcError(
+            INVALID_PARAMS,
+            "'params' must be an object of named parameters; positional (array) params are not supported",
+            {"parameter_errors": {"params": "must be an object, not an array"}},
+        )
+    else:
+        request.params = params or {}
+    return request
+
+
+def _params_error(problems: dict[str, str], tool: str | None = None, language: str | None = None) -> RpcError:
+    listed = "; ".join(f"{name}: {problem}" for name, problem in problems.items())
+    return RpcError(
+        INVALID_PARAMS,
+        f"Invalid params: {listed}",
+        {
+            "tool": tool,
+            "language": language,
+            "details": listed,
+            "kind": "invalid_arguments",
+            "parameter_errors": problems,
+        },
+    )
+
+
+def parse_execute(params: dict[str, Any]) -> Execute:
+    """Check `tool.execute` params, naming every problem at once (all become one -32602)."""
+    problems: dict[str, str] = {}
+    for key in sorted(set(params) - set(EXECUTE_FIELDS)):
+        problems[key] = f"unknown member; tool.execute takes {', '.join(EXECUTE_FIELDS)}"
+    tool = params.get("tool")
+    if not isinstance(tool, str) or not tool.strip():
+        problems["tool"] = "is required: the tool's name (e.g. Math_Add, Math.Add or Math.Add@1.0.0)"
+        tool = ""
+    name, at, version = tool.partition("@")
+    if at and not (name and version):
+        problems["tool"] = f"{tool!r} is neither a name nor name@version"
+    language = params.get("language")
+    if language is not None and language not in LANGUAGES:
+        problems["language"] = f"must be one of {', '.join(LANGUAGES)}, got {language!r}"
+    parameters = params.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        problems["parameters"] = f"must be an object of the tool's arguments, not a JSON {_type_name(parameters)}"
+    context = params.get("context")
+    if context is not None and not isinstance(context, dict):
+        problems["context"] = f"must be an object, not a JSON {_type_name(context)}"
+        context = None
+    context = context or {}
+    for key in sorted(set(context) - set(CONTEXT_FIELDS)):
+        problems[f"context.{key}"] = f"unknown member; context takes {', '.join(CONTEXT_FIELDS)}"
+    for key in ("sessionId", "messageId"):
+        if context.get(key) is not None and not isinstance(context[key], str):
+            problems[f"context.{key}"] = f"must be a string, not a JSON {_type_name(context[key])}"
+    timeout = context.get("timeout")
+    if timeout is not None and not (
+        isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and math.isfinite(timeout) and timeout > 0
+    ):
+        problems["context.timeout"] = f"must be a positive number of milliseconds, got {orjson.dumps(timeout).decode()}"
+    if problems:
+        raise _params_error(problems, tool or None, language if isinstance(language, str) else None)
+    return Execute(
+        tool=name,
+        version=version or None,
+        language=language,
+        parameters=parameters or {},
+        session_id=context.get("sessionId"),
+        message_id=context.get("messageId"),
+        timeout_ms=float(timeout) if timeout is not None else None,
+    )
+
+
+def parse_list(params: dict[str, Any]) -> str | None:
+    """Check `tool.list` params; the language to filter by, if any."""
+    problems = {key: "unknown member; tool.list takes language" for key in sorted(set(params) - {"language"})}
+    language = params.get("language")
+    if language is not None and language not in LANGUAGES:
+        problems["language"] = f"must be one of {', '.join(LANGUAGES)}, got {language!r}"
+    if problems:
+        raise _params_error(problems)
+    return language
+
+
+def language_mismatch(spec: ToolSpec, wanted: str) -> RpcError:
+    return _params_error(
+        {"language": f"tool {spec.flat_name} is implemented in {spec.language}, not {wanted}"},
+        spec.flat_name,
+        wanted,
+    )
+
+
+def output_text(value: Any) -> str:
+    """The seed's `output` is a string: strings pass as they are, anything else becomes JSON."""
+    return value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def result(outcome: Outcome) -> dict[str, Any]:
+    """`{output, metadata, diagnostics}`; metadata.value keeps the structured value."""
+    spec = outcome.spec
+    assert spec is not None  # a successful outcome always has its tool
+    return {
+        "output": output_text(outcome.value),
+        "metadata": {
+            "title": spec.qualified_name,
+            "tool": spec.flat_name,
+            "version": spec.version,
+            "language": spec.language,
+            "callId": outcome.call_id,
+            "durationMs": outcome.duration_ms,
+            "cached": outcome.cached,
+            "value": outcome.value,
+        },
+        "diagnostics": [],
+    }
+
+
+def failure_error(failure: Failure, tool: str | None, language: str | None, call_id: str | None) -> RpcError:
+    """A canonical failure as a JSON-RPC error; `data` always has the seed's tool, language, details."""
+    data: dict[str, Any] = {
+        "tool": tool,
+        "language": language,
+        "details": failure.developer_message or failure.message,
+        "kind": failure.kind.value,
+    }
+    if call_id is not None:
+        data["callId"] = call_id
+    if failure.parameter_errors:
+        data["parameter_errors"] = failure.parameter_errors
+    if failure.can_retry:
+        data["canRetry"] = True
+    if failure.retry_after_ms is not None:
+        data["retryAfterMs"] = failure.retry_after_ms
+    if failure.additional_prompt_content:
+        data["additionalPromptContent"] = failure.additional_prompt_content
+    challenges = failure.details.get("authorization") if failure.kind == ErrorKind.AUTHORIZATION_REQUIRED else None
+    if challenges:
+        data["authorization"] = challenges
+        urls = [c["url"] for c in challenges if c.get("url")]
+        if urls:
+            data["url"] = urls[0]
+    extra = {k: v for k, v in failure.details.items() if k != "authorization"}
+    if extra:
+        data["info"] = extra
+    return RpcError(KIND_CODES[failure.kind], failure.message, data)
+
+
+def registration(spec: ToolSpec) -> dict[str, Any]:
+    """The seed's ToolRegistration, without the handler: what `tool.list` returns per tool."""
+    return {
+        "id": spec.flat_name,
+        "title": spec.qualified_name,
+        "version": spec.version,
+        "description": spec.description,
+        "language": spec.language,
+        "schema": spec.input_schema,
+    }
+
+
+def success(request_id: Any, value: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "protocol": PROTOCOL_VERSION, "id": request_id, "result": value}
+
+
+def error(request_id: Any, err: RpcError) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.data is not None:
+        body["data"] = err.data
+    return {"jsonrpc": "2.0", "protocol": PROTOCOL_VERSION, "id": request_id, "error": body}

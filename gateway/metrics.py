@@ -1,0 +1,73 @@
+"""Prometheus metrics as a middleware, and the `/metrics` route that shows them.
+
+Counting happens in an `after` hook like any other middleware; the route only
+renders what the configured `Metrics` middleware collected. Each instance has
+its own registry, so several gateways in one process never share counters.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.errors import GatewayError
+from gateway.http import json_response
+from gateway.middleware import BaseMiddleware
+from gateway.model import Call, Outcome
+
+if TYPE_CHECKING:
+    from gateway.runtime import Gateway
+
+UNKNOWN_TOOL = "(unknown)"  # calls for tools not in the catalog: client-chosen names must not become labels
+DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class Metrics(BaseMiddleware):
+    """Counts calls by front, tool and outcome; times them; counts cache hits."""
+
+    def __init__(self, buckets: list[float] | None = None) -> None:
+        self.registry = CollectorRegistry()
+        self.calls = Counter(
+            "toolplex_calls", "Calls by front, tool and outcome", ["front", "tool", "outcome"], registry=self.registry
+        )
+        self.duration = Histogram(
+            "toolplex_call_duration_seconds",
+            "Call duration from arrival in dispatch to outcome",
+            ["front", "tool"],
+            buckets=tuple(buckets) if buckets else DEFAULT_BUCKETS,
+            registry=self.registry,
+        )
+        self.cache_hits = Counter(
+            "toolplex_cache_hits", "Calls answered from the result cache", ["tool"], registry=self.registry
+        )
+
+    async def after(self, call: Call, outcome: Outcome) -> None:
+        front = call.context.front
+        tool = outcome.spec.flat_name if outcome.spec else UNKNOWN_TOOL
+        kind = "ok" if outcome.error is None else outcome.error.kind.value
+        self.calls.labels(front, tool, kind).inc()
+        self.duration.labels(front, tool).observe(outcome.duration_ms / 1000)
+        if outcome.cached:
+            self.cache_hits.labels(tool).inc()
+
+
+def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
+    """`GET <path>` in Prometheus' text format (the front kind "metrics", off by default)."""
+
+    async def metrics(request: Request) -> Response:
+        try:
+            gateway.auth.authenticate(request.headers)
+        except GatewayError as exc:
+            return json_response({"detail": exc.failure.message}, status=401, headers={"WWW-Authenticate": "Bearer"})
+        collectors = [m for m in gateway.dispatcher.middleware if isinstance(m, Metrics)]
+        if not collectors:
+            detail = "No metrics are collected: add {use: 'gateway.metrics:Metrics'} to the middleware list"
+            return json_response({"detail": detail}, status=404)
+        body = b"".join(generate_latest(m.registry) for m in collectors)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    return [Route(settings.get("path", "/metrics"), metrics, methods=["GET"])]

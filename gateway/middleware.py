@@ -1,0 +1,116 @@
+"""Middleware: async hooks around every dispatched call, loaded by import path.
+
+A middleware has up to two coroutine methods:
+
+- `before(call, spec)` runs once the tool is resolved and the caller is
+  permitted, before argument validation. It may reject the call by raising
+  `GatewayError` (the canonical failure reaches the client on every front),
+  or rewrite the arguments by returning a new dict (None keeps them).
+- `after(call, outcome)` sees every outcome, failures included; it cannot
+  change it, and an exception inside it is logged, never sent to the client.
+
+`before` hooks run in configured order, `after` hooks in reverse (an onion).
+The per-call log event is itself a middleware (`CallLog`), always the
+outermost one, so it records the final outcome of every call exactly once.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import structlog
+
+from gateway.backends import load_object
+from gateway.errors import ConfigError
+from gateway.model import Call, Outcome, ToolSpec
+
+call_log = structlog.get_logger("toolplex.call")
+log = structlog.get_logger("toolplex.middleware")
+
+
+@runtime_checkable
+class Middleware(Protocol):
+    async def before(self, call: Call, spec: ToolSpec) -> dict[str, Any] | None:
+        """New arguments, or None to keep them; raise GatewayError to reject the call."""
+        ...
+
+    async def after(self, call: Call, outcome: Outcome) -> None:
+        """Inspect the outcome (for logs, metrics, audit)."""
+        ...
+
+
+class BaseMiddleware:
+    """Both hooks do nothing: subclass and override the one you need."""
+
+    async def before(self, call: Call, spec: ToolSpec) -> dict[str, Any] | None:
+        return None
+
+    async def after(self, call: Call, outcome: Outcome) -> None:
+        return None
+
+
+class CallLog(BaseMiddleware):
+    """One structured `call` event per call: who, which tool, how long, which outcome."""
+
+    async def after(self, call: Call, outcome: Outcome) -> None:
+        ctx = call.context
+        spec = outcome.spec
+        call_log.info(
+            "call",
+            call_id=ctx.call_id,
+            front=ctx.front,
+            tool=spec.flat_name if spec else call.tool,
+            version=spec.version if spec else call.version,
+            backend=spec.backend if spec else None,
+            duration_ms=outcome.duration_ms,
+            outcome="ok" if outcome.error is None else outcome.error.kind.value,
+            cached=outcome.cached,
+            principal=ctx.principal.name if ctx.principal else None,
+            session_id=ctx.session_id,
+            message_id=ctx.message_id,
+            trace_id=ctx.trace_id,
+        )
+
+
+def _check_hooks(obj: Any, where: str) -> list[str]:
+    hooks = [name for name in ("before", "after") if callable(getattr(obj, name, None))]
+    if not hooks:
+        return [f"{where}: {obj!r} has neither a before nor an after hook"]
+    return [
+        f"{where}: {type(obj).__name__}.{name} must be an async method (async def)"
+        for name in hooks
+        if not inspect.iscoroutinefunction(getattr(obj, name))
+    ]
+
+
+def load_middleware(entries: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Instantiate each configured `{use: "module:Factory", options: {...}}` as `Factory(**options)`."""
+    loaded: list[Any] = []
+    problems: list[str] = []
+    for index, entry in enumerate(entries):
+        where = f"middleware[{index}] ({entry['use']})"
+        try:
+            factory = load_object(entry["use"])
+        except (ImportError, AttributeError) as exc:
+            problems.append(f"{where}: cannot import it: {exc}")
+            continue
+        try:
+            instance = factory(**(entry.get("options") or {}))
+        except Exception as exc:  # the operator's code: report, never crash with a traceback
+            problems.append(f"{where}: creating it with the given options failed: {type(exc).__name__}: {exc}")
+            continue
+        found = _check_hooks(instance, where)
+        if found:
+            problems.extend(found)
+            continue
+        loaded.append(instance)
+    if problems:
+        raise ConfigError(problems)
+    return loaded
+
+
+def build_middleware(entries: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The call log first (outermost), then the configured middleware in order."""
+    return [CallLog(), *load_middleware(entries)]

@@ -1,0 +1,45 @@
+"""Shared configuration and helpers for the JSON-RPC front's tests."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+from structlog.testing import LogCapture
+
+from tests.jsonrpc import probe
+from tests.support import BUILTIN_BACKENDS
+
+PROBE_BACKEND = '  - {name: probe, kind: python, module: "tests.jsonrpc.probe:toolkit"}\n'
+CONFIG = BUILTIN_BACKENDS + PROBE_BACKEND
+
+
+def execute(tool: str, parameters: dict[str, Any] | None = None, request_id: Any = 1, **params: Any) -> dict[str, Any]:
+    """A `tool.execute` request as seed 002 writes it."""
+    body: dict[str, Any] = {"tool": tool, **params}
+    if parameters is not None:
+        body["parameters"] = parameters
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tool.execute", "params": body}
+
+
+@pytest.fixture(autouse=True)
+def _release_blocked_threads() -> Iterator[None]:
+    """Every Probe.Block thread a test leaves behind is let go when the test ends."""
+    probe.RELEASE.clear()
+    yield
+    probe.RELEASE.set()
+
+
+@pytest.fixture
+def events() -> Iterator[list[dict[str, Any]]]:
+    """Every structlog event (all levels) emitted during the test."""
+    saved = structlog.get_config()
+    capture = LogCapture()
+    structlog.configure(processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        yield capture.entries
+    finally:
+        structlog.configure(**saved)
