@@ -15,6 +15,10 @@ from gateway.model import CallContext, ToolSpec
 # kind -> "module:factory"; the factory takes (name, settings dict, gateway settings).
 BACKEND_KINDS: dict[str, str] = {
     "python": "adapters.python.backend:PythonBackend",
+    "opentool": "adapters.opentool.backend:OpenToolBackend",
+    "http": "adapters.http.backend:HttpBackend",
+    "arcade": "adapters.arcade.backend:ArcadeBackend",
+    "typescript": "adapters.typescript.backend:TypeScriptBackend",
 }
 
 

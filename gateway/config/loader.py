@@ -100,6 +100,16 @@ def _expand(value: Any, path: PathKey, env: dict[str, str], problems: list[tuple
     return expanded
 
 
+def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref", "")
+    if not ref.startswith("#/"):
+        return schema
+    node: Any = _SCHEMA
+    for part in ref[2:].split("/"):
+        node = node[part]
+    return node
+
+
 def _unknown_keys(error: Any) -> list[str]:
     """Keys no branch of the schema declares, so a key a failed branch knows is not called unknown."""
     schema = error.schema
@@ -109,6 +119,8 @@ def _unknown_keys(error: Any) -> list[str]:
         condition = Draft202012Validator(branch.get("if", {}))
         if condition.is_valid(error.instance):
             known |= set(then.get("properties", {}))
+            for part in then.get("allOf", []):  # shared key sets, e.g. {"$ref": "#/$defs/upstream"}
+                known |= set(_resolve(part).get("properties", {}))
     return [k for k in error.instance if k not in known]
 
 
