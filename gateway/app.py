@@ -31,6 +31,14 @@ def create_app(config: GatewayConfig) -> Starlette:
     async def healthz(_request: Request) -> Response:
         return json_response({"status": "ok"})
 
+    async def readyz(_request: Request) -> Response:
+        """200 once started ("degraded" while some backend is down); 503 before. Lists every backend."""
+        if not gateway.ready:
+            return json_response({"status": "starting", "backends": gateway.backend_states()}, status=503)
+        states = gateway.backend_states()
+        status = "ready" if all(s["state"] == "up" for s in states) else "degraded"
+        return json_response({"status": status, "tools": len(gateway.catalog), "backends": states})
+
     async def http_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         return json_response({"detail": exc.detail}, status=exc.status_code, headers=exc.headers)
@@ -39,7 +47,11 @@ def create_app(config: GatewayConfig) -> Starlette:
         return json_response({"detail": "Internal server error"}, status=500)
 
     app = Starlette(
-        routes=[Route("/healthz", healthz, methods=["GET"]), *front_routes(gateway)],
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            *front_routes(gateway),
+        ],
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error, Exception: internal_error},
     )

@@ -1,12 +1,15 @@
-"""Who is calling: API keys now; other methods (JWT) plug in as `AuthMethod`s."""
+"""Who is calling: API keys and HS256 bearer JWTs, each an `AuthMethod` plug-in."""
 
 from __future__ import annotations
 
 import hmac
+import os
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gateway.errors import ErrorKind, GatewayError
+import jwt
+
+from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import Principal
 
 
@@ -36,6 +39,69 @@ class ApiKeys:
             if hmac.compare_digest(key, candidate):
                 found = principal
         return found
+
+
+class JwtAuth:
+    """Bearer JWTs signed with HS256 and a shared secret; `exp` required, `aud` checked when configured.
+
+    Only HS256 is accepted: `none` and every other algorithm are refused
+    before the signature is looked at, so a forged header cannot pick one.
+    """
+
+    ALGORITHM = "HS256"
+    MIN_SECRET_BYTES = 32  # RFC 7518 3.2: an HS256 key is at least 256 bits
+
+    def __init__(self, secret: str, *, audience: str | None = None, leeway: float = 0.0) -> None:
+        self._secret = secret
+        self.audience = audience
+        self.leeway = leeway
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], env: Mapping[str, str]) -> JwtAuth:
+        """Build from `auth.jwt`; the secret is read from the environment variable named by `secret_env`."""
+        name = settings["secret_env"]
+        secret = env.get(name)
+        if not secret:
+            raise ConfigError([f"auth.jwt.secret_env: environment variable {name} is not set or empty"])
+        if len(secret.encode()) < cls.MIN_SECRET_BYTES:
+            raise ConfigError(
+                [f"auth.jwt.secret_env: the secret in {name} must hold at least {cls.MIN_SECRET_BYTES} bytes for HS256"]
+            )
+        return cls(secret, audience=settings.get("audience"), leeway=float(settings.get("leeway_s", 0)))
+
+    def authenticate(self, token: str) -> Principal | None:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.DecodeError:
+            return None  # not a JWT: another method (an API key) may know it
+        algorithm = header.get("alg")
+        if algorithm != self.ALGORITHM:
+            raise _unauthenticated(f"JWT algorithm {algorithm!r} is not accepted; tokens must be signed with HS256")
+        try:
+            claims = jwt.decode(
+                token,
+                self._secret,
+                algorithms=[self.ALGORITHM],
+                audience=self.audience,
+                leeway=self.leeway,
+                options={"require": ["exp"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise _unauthenticated("JWT has expired") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise _unauthenticated(f"JWT lacks the required claim {exc.claim!r}") from None
+        except jwt.InvalidAudienceError:
+            raise _unauthenticated("JWT audience is not accepted by this gateway") from None
+        except jwt.InvalidSignatureError:
+            raise _unauthenticated("JWT signature is invalid") from None
+        except jwt.InvalidTokenError as exc:
+            raise _unauthenticated(f"JWT is invalid: {exc}") from None
+        subject = claims.get("sub")
+        return Principal(name=f"jwt:{subject}" if isinstance(subject, str) and subject else "jwt")
+
+
+def _unauthenticated(message: str) -> GatewayError:
+    return GatewayError.of(ErrorKind.UNAUTHENTICATED, message)
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
@@ -69,8 +135,12 @@ class Authenticator:
         raise GatewayError.of(ErrorKind.UNAUTHENTICATED, "Invalid credentials")
 
 
-def build_authenticator(auth: Mapping[str, Any]) -> Authenticator:
+def build_authenticator(auth: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Authenticator:
+    """API keys first, then JWT: a token that is not a JWT falls through to "Invalid credentials"."""
     methods: list[AuthMethod] = []
     if auth.get("api_keys"):
         methods.append(ApiKeys(auth["api_keys"]))
+    jwt_settings = auth.get("jwt") or {}
+    if jwt_settings.get("secret_env"):
+        methods.append(JwtAuth.from_settings(jwt_settings, os.environ if env is None else env))
     return Authenticator(methods)

@@ -17,13 +17,26 @@ def _load(path: str) -> GatewayConfig:
     return load_config(path)
 
 
-async def _catalog(config: GatewayConfig) -> Catalog:
+async def _catalog(config: GatewayConfig) -> tuple[Catalog, list[dict[str, Any]]]:
+    """The catalog and each backend's state, after one strict discovery (then everything is closed)."""
+    from gateway.middleware import build_middleware
     from gateway.runtime import discover_all
 
-    catalog, backends = await discover_all(config)
+    build_middleware(config.data.get("middleware") or [])  # import errors are configuration errors too
+    catalog, backends, states = await discover_all(config)
     for backend in backends.values():
         await backend.close()
-    return catalog
+    return catalog, [state.public() for state in states.values()]
+
+
+def _states_table(states: list[dict[str, Any]]) -> str:
+    lines = ["BACKEND STATES"]
+    for state in states:
+        detail = f"  ({state['error']})" if state["error"] else ""
+        lines.append(
+            f"  {state['name']:<20} {state['kind']:<11} {state['state']:<5} {state['tools']:>3} tool(s){detail}"
+        )
+    return "\n".join(lines)
 
 
 def _rows(catalog: Catalog) -> list[dict[str, Any]]:
@@ -52,26 +65,35 @@ def _table(rows: list[dict[str, Any]]) -> str:
 def cmd_check(args: argparse.Namespace) -> int:
     try:
         config = _load(args.path)
-        catalog = asyncio.run(_catalog(config))
+        catalog, states = asyncio.run(_catalog(config))
     except ConfigError as exc:
         print(f"{args.path}: {len(exc.problems)} problem(s)", file=sys.stderr)
         for problem in exc.problems:
             print(f"  {problem}", file=sys.stderr)
         return 1
     print(_table(_rows(catalog)))
-    print(f"\n{args.path}: OK, {len(catalog)} tool version(s)")
+    print()
+    print(_states_table(states))
+    down = [s["name"] for s in states if s["state"] != "up"]
+    note = f"; unreachable now: {', '.join(down)} (their tools appear when they come up)" if down else ""
+    print(f"\n{args.path}: OK, {len(catalog)} tool version(s){note}")
     return 0
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
     try:
-        catalog = asyncio.run(_catalog(_load(args.config)))
+        catalog, states = asyncio.run(_catalog(_load(args.config)))
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
     rows = _rows(catalog)
-    print(json.dumps(rows, indent=2) if args.json else _table(rows))
+    if args.json:
+        print(json.dumps({"tools": rows, "backends": states}, indent=2))
+    else:
+        print(_table(rows))
+        print()
+        print(_states_table(states))
     return 0
 
 
@@ -91,8 +113,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host = args.host or server["host"]
     port = args.port if args.port is not None else server["port"]
     configure_logging(config.section("logging")["level"])
+    try:
+        # Everything that can be wrong with the configuration, said cleanly before the server starts.
+        asyncio.run(_catalog(config))
+        app = create_app(config)  # e.g. auth.jwt names an unset environment variable
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
     uvicorn.run(
-        create_app(config),
+        app,
         host=host,
         port=port,
         log_level="warning",
@@ -122,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "serve":
+        # stdout is for the catalog; whatever backends log while starting goes to stderr.
+        from gateway.observability import configure_logging
+
+        configure_logging("warning")
     return int(args.func(args))
 
 

@@ -1,11 +1,11 @@
 """Keeping the catalog current: discover every backend at start and on an interval.
 
-Each backend's last good tool list is kept, so an upstream that goes down keeps
-nothing stale in the catalog... but also takes nothing else down with it: the
-catalog is rebuilt from what every backend last said, and swapped in whole only
-when it is consistent. A configuration error (a Python import path that does
-not exist) stops the start; an unreachable upstream does not: its tools appear
-when it comes up.
+Each backend's last good tool list is kept: an upstream that goes down keeps its
+tools in the catalog (calls to them fail fast as "upstream unavailable"), so names
+stay stable and nothing else is affected. The catalog is rebuilt from what every
+backend last said and swapped in whole only when it is consistent. A configuration
+error (a Python import path that does not exist) stops the start; an unreachable
+upstream does not: its tools appear when it comes up.
 """
 
 from __future__ import annotations
@@ -55,15 +55,19 @@ class Discovery:
         self,
         config: GatewayConfig,
         backends: dict[str, Backend],
+        build: Callable[[list[ToolSpec], set[str]], Catalog],
         publish: Callable[[Catalog], None],
     ) -> None:
         self.config = config
         self.backends = backends
+        self.build = build  # (specs, names of the backends that are up) -> Catalog, or ConfigError
         self.publish = publish
         self.states: dict[str, BackendState] = {
             b["name"]: BackendState(b["name"], b["kind"]) for b in config.data["backends"]
         }
         self._task: asyncio.Task[None] | None = None
+        self._published: Catalog | None = None
+        self._last: tuple[list[ToolSpec], set[str]] = ([], set())
 
     async def _discover_one(self, index: int, settings: dict[str, Any], strict: bool) -> None:
         state = self.states[settings["name"]]
@@ -100,14 +104,18 @@ class Discovery:
             if isinstance(result, BaseException):
                 raise result
         specs = [spec for state in self.states.values() for spec in state.specs]
+        up = {name for name, state in self.states.items() if state.state == "up"}
+        if self._published is not None and (specs, up) == self._last:
+            return self._published  # nothing changed: keep the catalog (and what fronts derived from it)
         try:
-            catalog = Catalog(specs)
+            catalog = self.build(specs, up)
         except ConfigError as exc:
             if strict:
                 raise
             log.error("catalog_rejected", problems=exc.problems)  # keep serving the previous catalog
             return None
         self.publish(catalog)
+        self._published, self._last = catalog, (specs, up)
         return catalog
 
     def start_interval(self, interval_s: float) -> None:

@@ -1,22 +1,26 @@
-"""The dispatch core: resolve, authorize, validate, run under a deadline, record.
+"""The dispatch core: resolve, authorize, middleware, validate, cache, run under a deadline.
 
 Every front calls `Dispatcher.call`; every failure on the way comes back as
-one canonical `Failure` inside the `Outcome`, never as an exception.
+one canonical `Failure` inside the `Outcome`, never as an exception. Recording
+(the per-call log event, metrics) is done by middleware `after` hooks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
+from urllib.parse import quote
 
 import structlog
 
 from gateway.backends import Backend
+from gateway.cache import MISS, ResultCache
 from gateway.catalog import Catalog
 from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.middleware import CallLog
 from gateway.model import Call, CallContext, Outcome, ToolSpec
 from gateway.validation import ValidatorCache, parameter_errors
 
@@ -32,6 +36,8 @@ class Dispatcher:
         default_timeout: float = 30.0,
         max_timeout: float = 300.0,
         secrets: Mapping[str, str] | None = None,
+        middleware: Sequence[Any] | None = None,
+        cache: ResultCache | None = None,
     ) -> None:
         self.catalog = catalog  # replaced whole on reload
         self.backends = backends
@@ -39,6 +45,9 @@ class Dispatcher:
         self.max_timeout = max_timeout
         self.secrets = dict(secrets or {})  # server-side secrets from configuration
         self.validators = ValidatorCache()
+        # Hooks around every call (gateway.middleware); the call log alone unless configured.
+        self.middleware: list[Any] = list(middleware) if middleware is not None else [CallLog()]
+        self.cache = cache
 
     def deadline_for(self, call: Call, spec: ToolSpec) -> float:
         wanted = call.timeout if call.timeout is not None else spec.timeout
@@ -52,14 +61,22 @@ class Dispatcher:
         spec: ToolSpec | None = None
         value: Any = None
         failure: Failure | None = None
+        cached = False
         try:
             spec = self.catalog.resolve(call.tool, call.version)
             self._authorize(spec, ctx)
             self._check_requirements(spec, ctx)
+            await self._before(call, spec)
             self._validate(spec, call.arguments)
             timeout = self.deadline_for(call, spec)
             ctx.deadline = started + timeout
-            value = await self._run(spec, call.arguments, ctx, timeout)
+            hit = self.cache.get(spec, call.arguments) if self.cache is not None else MISS
+            if hit is MISS:
+                value = await self._run(spec, call.arguments, ctx, timeout)
+                if self.cache is not None:
+                    self.cache.put(spec, call.arguments, value)
+            else:
+                value, cached = hit, True
         except GatewayError as exc:
             failure = exc.failure
         except Exception:
@@ -74,9 +91,32 @@ class Dispatcher:
             value=value,
             error=failure,
             duration_ms=round((time.monotonic() - started) * 1000, 3),
+            cached=cached,
         )
-        self._record(call, outcome)
+        await self._after(call, outcome)
         return outcome
+
+    async def _before(self, call: Call, spec: ToolSpec) -> None:
+        for middleware in self.middleware:
+            hook = getattr(middleware, "before", None)
+            if hook is None:
+                continue
+            rewritten = await hook(call, spec)
+            if rewritten is None:
+                continue
+            if not isinstance(rewritten, dict):
+                raise TypeError(f"{type(middleware).__name__}.before returned {type(rewritten).__name__}, not a dict")
+            call.arguments = rewritten
+
+    async def _after(self, call: Call, outcome: Outcome) -> None:
+        for middleware in reversed(self.middleware):
+            hook = getattr(middleware, "after", None)
+            if hook is None:
+                continue
+            try:
+                await hook(call, outcome)
+            except Exception:
+                log.exception("middleware_after_failed", call_id=outcome.call_id, middleware=type(middleware).__name__)
 
     async def _run(self, spec: ToolSpec, arguments: dict[str, Any], ctx: CallContext, timeout: float) -> Any:
         backend = self.backends.get(spec.backend)
@@ -92,7 +132,7 @@ class Dispatcher:
                 ErrorKind.DEADLINE,
                 f"Tool {spec.flat_name} did not finish within {timeout:g} s",
                 can_retry=True,
-                details={"timeout_s": timeout},
+                details={"timeout_s": timeout, **ctx.notes},
             ) from None
 
     def _authorize(self, spec: ToolSpec, ctx: CallContext) -> None:
@@ -117,6 +157,8 @@ class Dispatcher:
                 developer_message="Supply them in the call context or in the gateway configuration",
                 details={"secrets": missing},
             )
+        # The tool sees the secrets it declared: the caller's, else the configured ones.
+        ctx.secrets = {**{name: self.secrets[name] for name in needs.secrets if name in self.secrets}, **ctx.secrets}
         if needs.user_id and not ctx.user_id:
             raise GatewayError.of(
                 ErrorKind.MISSING_REQUIREMENT,
@@ -127,11 +169,11 @@ class Dispatcher:
         for auth in needs.authorization:
             if auth.id in ctx.authorization:
                 continue
-            fill = {
-                "provider": auth.id,
-                "tool": spec.flat_name,
-                "user_id": ctx.user_id or "",
-                "scopes": " ".join(auth.scopes),
+            fill = {  # URL-encoded: the values land inside URLs
+                "provider": quote(auth.id, safe=""),
+                "tool": quote(spec.flat_name, safe=""),
+                "user_id": quote(ctx.user_id or "", safe=""),
+                "scopes": quote(" ".join(auth.scopes), safe=""),
             }
             challenge: dict[str, Any] = {"id": auth.id}
             if auth.url:
@@ -159,21 +201,3 @@ class Dispatcher:
     def effective_secrets(self, ctx: CallContext) -> dict[str, str]:
         """Caller-supplied secrets win over configured ones."""
         return {**self.secrets, **ctx.secrets}
-
-    def _record(self, call: Call, outcome: Outcome) -> None:
-        ctx = call.context
-        spec = outcome.spec
-        log.info(
-            "call",
-            call_id=ctx.call_id,
-            front=ctx.front,
-            tool=spec.flat_name if spec else call.tool,
-            version=spec.version if spec else call.version,
-            backend=spec.backend if spec else None,
-            duration_ms=outcome.duration_ms,
-            outcome="ok" if outcome.ok else outcome.error.kind.value,  # type: ignore[union-attr]
-            principal=ctx.principal.name if ctx.principal else None,
-            session_id=ctx.session_id,
-            message_id=ctx.message_id,
-            trace_id=ctx.trace_id,
-        )

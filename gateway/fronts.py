@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 FRONT_KINDS: dict[str, str] = {
     "opentool": "adapters.opentool.front:routes",
+    "oxp": "adapters.oxp.front:routes",
+    "toolserver": "adapters.toolserver.front:routes",
+    "jsonrpc": "adapters.jsonrpc.front:routes",
+    "metrics": "gateway.metrics:routes",
 }
 
 

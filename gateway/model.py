@@ -102,6 +102,8 @@ class CallContext:
     client_authorization: str | None = field(default=None, repr=False)
     # Absolute time.monotonic() after which the call is abandoned; set by dispatch.
     deadline: float | None = None
+    # What backends report about the run itself (e.g. {"abandoned": "thread"}); ends up in failure details.
+    notes: dict[str, Any] = field(default_factory=dict)
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())

@@ -6,19 +6,27 @@ single place that knows how the pieces are wired together.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import structlog
+
 from gateway.auth import Authenticator, build_authenticator
+from gateway.authorization import apply_providers
 from gateway.backends import Backend, create_backend
+from gateway.cache import ResultCache
 from gateway.catalog import Catalog
 from gateway.config import GatewayConfig
+from gateway.discovery import BackendState, Discovery
 from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError
+from gateway.middleware import build_middleware
 from gateway.model import ToolSpec
-from gateway.routing import apply_routing
 from gateway.runs import RunRegistry
 from gateway.state import MemoryStore, StateStore
+
+log = structlog.get_logger("toolplex.runtime")
 
 try:
     GATEWAY_VERSION = version("toolplex")
@@ -26,31 +34,38 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     GATEWAY_VERSION = "0.0.0"
 
 
-async def discover_all(config: GatewayConfig) -> tuple[Catalog, dict[str, Backend]]:
-    """Create every backend, discover its tools, route them, build the catalog."""
-    backends: dict[str, Backend] = {}
-    specs: list[ToolSpec] = []
-    problems: list[str] = []
-    for index, settings in enumerate(config.data["backends"]):
-        backend = create_backend(settings)
-        backends[settings["name"]] = backend
-        try:
-            discovered = await backend.discover()
-        except ConfigError as exc:
-            where = config.locate(("backends", index))
-            problems.extend(f"{where}: {p}" for p in exc.problems)
-            continue
-        specs.extend(apply_routing(discovered, settings))
-    if problems:
-        for backend in backends.values():
-            await backend.close()
-        raise ConfigError(problems)
+def create_backends(config: GatewayConfig) -> dict[str, Backend]:
+    return {settings["name"]: create_backend(settings) for settings in config.data["backends"]}
+
+
+def catalog_builder(config: GatewayConfig) -> Callable[[list[ToolSpec], set[str]], Catalog]:
+    """How discovered tools become a catalog: provider URLs, consistency, cache rules that fit."""
+    cache = ResultCache.from_backends(config.data["backends"])
+    authorization = config.section("authorization")
+
+    def build(specs: list[ToolSpec], up: set[str]) -> Catalog:
+        catalog = Catalog(apply_providers(specs, authorization))
+        # A backend that is down has no tools yet: its cache rules are checked once it is up.
+        problems = [p for p in cache.problems(catalog.all_versions()) if any(f"backend {b!r}" in p for b in up)]
+        if problems:
+            raise ConfigError(problems)
+        return catalog
+
+    return build
+
+
+async def discover_all(config: GatewayConfig) -> tuple[Catalog, dict[str, Backend], dict[str, BackendState]]:
+    """Discover every backend once, strictly (for `toolplex check` and `toolplex tools`)."""
+    backends = create_backends(config)
+    published: list[Catalog] = []
+    discovery = Discovery(config, backends, catalog_builder(config), published.append)
     try:
-        return Catalog(specs), backends
+        await discovery.refresh(strict=True)
     except ConfigError:
         for backend in backends.values():
             await backend.close()
         raise
+    return published[-1], backends, discovery.states
 
 
 class Gateway:
@@ -70,6 +85,7 @@ class Gateway:
             secrets=config.data.get("secrets") or {},
         )
         self.runs = RunRegistry(self.dispatcher)
+        self.discovery: Discovery | None = None
         self.ready = False
 
     @property
@@ -79,15 +95,39 @@ class Gateway:
     def front_settings(self, front: str) -> dict[str, Any]:
         return self.config.section("fronts", front)
 
+    def _publish(self, catalog: Catalog) -> None:
+        self.dispatcher.catalog = catalog  # one assignment: requests see the old or the new catalog, whole
+
     async def start(self) -> None:
-        catalog, backends = await discover_all(self.config)
-        self.backends.update(backends)
-        self.dispatcher.catalog = catalog
+        """Discover every backend; a configuration error stops the start, an unreachable upstream does not."""
+        self.dispatcher.middleware = build_middleware(self.config.data.get("middleware") or [])
+        self.dispatcher.cache = ResultCache.from_backends(self.config.data["backends"])
+        self.backends.update(create_backends(self.config))
+        self.discovery = Discovery(self.config, self.backends, catalog_builder(self.config), self._publish)
+        try:
+            await self.discovery.refresh(strict=True)
+        except BaseException:
+            await self._close_backends()
+            raise
+        interval = float(self.config.section("discovery").get("interval_s", 30))
+        if interval > 0:
+            self.discovery.start_interval(interval)
         self.ready = True
+
+    def backend_states(self) -> list[dict[str, Any]]:
+        return [state.public() for state in self.discovery.states.values()] if self.discovery else []
+
+    async def _close_backends(self) -> None:
+        for backend in self.backends.values():
+            try:
+                await backend.close()
+            except Exception:
+                log.exception("backend_close_failed", backend=getattr(backend, "name", "?"))
 
     async def close(self) -> None:
         self.ready = False
+        if self.discovery is not None:
+            await self.discovery.stop()
         await self.runs.close()
-        for backend in self.backends.values():
-            await backend.close()
+        await self._close_backends()
         await self.store.close()

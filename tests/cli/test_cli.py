@@ -60,7 +60,10 @@ def test_check_reports_invalid_yaml(tmp_path: Path) -> None:
 def test_tools_json() -> None:
     result = run("tools", "--config", str(DEFAULT_CONFIG), "--json")
     assert result.returncode == 0, result.stderr
-    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    listing = json.loads(result.stdout)
+    rows = {row["name"]: row for row in listing["tools"]}
+    states = {b["name"]: b for b in listing["backends"]}
+    assert states["math"]["state"] == "up" and states["math"]["tools"] == 4
     assert rows["Demo_Sleep"]["id"] == "Demo.Sleep@1.0.0"
     assert rows["Demo_Sleep"]["backend"] == "demo"
     assert {"Math_Add", "Math_Subtract", "Math_Multiply", "Math_Divide", "Text_WordCount"} <= set(rows)
