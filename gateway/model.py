@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,8 @@ class CallContext:
     client_authorization: str | None = field(default=None, repr=False)
     # Absolute time.monotonic() after which the call is abandoned; set by dispatch.
     deadline: float | None = None
+    # Set by a streaming front (OpenTool /streamCall): a backend that can stream sends each partial value here.
+    stream: Callable[[Any], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
     # What backends report about the run itself (e.g. {"abandoned": "thread"}); ends up in failure details.
     notes: dict[str, Any] = field(default_factory=dict)
 

@@ -9,9 +9,10 @@ and turns transport failures into canonical errors.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,6 +183,31 @@ class Upstream:
                 self.breaker.success()
             return response
         raise self.unavailable("no attempt left")  # pragma: no cover - the loop always returns or raises
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, method: str, path: str, *, deadline: float | None = None, **kwargs: Any
+    ) -> AsyncIterator[httpx.Response]:
+        """A response whose body is read as it arrives (Server-Sent Events); never retried."""
+        if not self.breaker.allow():
+            raise self.unavailable("circuit open after repeated failures", retry_after_ms=1000)
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        timeout = self.client.timeout if remaining is None else httpx.Timeout(remaining)
+        try:
+            async with self.client.stream(method, path, timeout=timeout, **kwargs) as response:
+                self.breaker.success()
+                yield response
+        except NOT_SENT as exc:
+            self.breaker.failure()
+            raise self.unavailable(f"cannot connect ({type(exc).__name__})") from None
+        except httpx.TimeoutException:
+            self.breaker.failure()
+            raise GatewayError.of(
+                ErrorKind.DEADLINE, f"Upstream {self.name!r} did not answer before the deadline", can_retry=True
+            ) from None
+        except httpx.HTTPError as exc:
+            self.breaker.failure()
+            raise self.unavailable(f"the connection failed ({type(exc).__name__})") from None
 
     async def _backoff(self, attempt: int, deadline: float | None) -> None:
         delay = self.settings.backoff_s * (2**attempt) * (0.5 + random.random())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import uuid
 from typing import Any
@@ -40,12 +41,17 @@ class OpenToolBackend:
         self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
         self.base_path = settings.get("path", "/opentool").rstrip("/")
         self.forward_authorization = bool(settings.get("forward_authorization", False))
-        self.client = OpenToolClient(self.base_path, api_key=settings.get("api_key"), sender=self._send)
+        self.client = OpenToolClient(
+            self.base_path, api_key=settings.get("api_key"), sender=self._send, streamer=self._stream
+        )
 
     async def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         deadline = kwargs.pop("deadline", None)
         idempotent = kwargs.pop("idempotent", False)
         return await self.upstream.request(method, url, deadline=deadline, idempotent=idempotent, **kwargs)
+
+    def _stream(self, method: str, url: str, **kwargs: Any) -> contextlib.AbstractAsyncContextManager[httpx.Response]:
+        return self.upstream.stream(method, url, **kwargs)
 
     async def discover(self) -> list[ToolSpec]:
         try:
@@ -73,6 +79,12 @@ class OpenToolBackend:
         call = FunctionCall(id=context.call_id or uuid.uuid4().hex, name=function.name, arguments=arguments)
         headers = self._headers(context)
         try:
+            if context.stream is not None:  # the client used /streamCall: stream from the upstream too
+                value: Any = None
+                async for returned in self.client.stream_call(call, deadline=context.deadline, headers=headers):
+                    value = unwrap(function, returned.result)
+                    await context.stream(value)
+                return value
             returned = await self.client.call(call, deadline=context.deadline, headers=headers)
         except OpenToolServerCallException as exc:
             kind = UPSTREAM_CODES.get(exc.code or 0, ErrorKind.TOOL_FAILED)

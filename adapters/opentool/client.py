@@ -9,6 +9,7 @@ It is what the gateway uses to reach OpenTool upstreams, and it is usable on its
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,6 +21,7 @@ import httpx
 from adapters.opentool.document import Document, DocumentError, parse_document
 
 Sender = Callable[..., Awaitable[httpx.Response]]
+Streamer = Callable[..., contextlib.AbstractAsyncContextManager[httpx.Response]]
 
 
 @dataclass
@@ -120,6 +122,7 @@ class OpenToolClient:
         *,
         http: httpx.AsyncClient | None = None,
         sender: Sender | None = None,
+        streamer: Streamer | None = None,
         timeout: float = 30.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -127,6 +130,7 @@ class OpenToolClient:
         self._own_http = http is None and sender is None
         self._http = http or (httpx.AsyncClient(timeout=timeout) if sender is None else None)
         self._sender = sender
+        self._streamer = streamer
 
     async def __aenter__(self) -> OpenToolClient:
         return self
@@ -205,19 +209,39 @@ class OpenToolClient:
         return self._tool_return(self._checked(response), response.status_code)
 
     async def stream_call(self, function_call: FunctionCall, **kwargs: Any) -> AsyncIterator[ToolReturn]:
-        """`/streamCall`: yields each `data` event's result; an `error` event raises."""
-        response = await self._send("POST", "/streamCall", json=self._request(function_call), **kwargs)
-        if response.status_code != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
-            self._tool_return(self._checked(response), response.status_code)
-            return
-        for block in response.text.split("\n\n"):
+        """`/streamCall`: yields each `data` event's result as it arrives; an `error` event raises."""
+        body = self._request(function_call)
+        async with self._open_stream("POST", "/streamCall", json=body, **kwargs) as response:
+            if response.status_code != 200 or not response.headers.get("content-type", "").startswith(
+                "text/event-stream"
+            ):
+                await response.aread()
+                self._tool_return(self._checked(response), response.status_code)
+                return
             fields: dict[str, str] = {}
-            for line in block.splitlines():
-                key, _, value = line.partition(":")
-                fields[key.strip()] = fields.get(key.strip(), "") + value.removeprefix(" ")
-            event = fields.get("event")
-            if event in ("data", "error"):
-                yield self._tool_return(json.loads(fields.get("data", "null")), 200)
+            async for line in response.aiter_lines():
+                if line:
+                    key, _, value = line.partition(":")
+                    fields[key.strip()] = fields.get(key.strip(), "") + value.removeprefix(" ")
+                    continue
+                if fields.get("event") in ("data", "error"):
+                    yield self._tool_return(json.loads(fields.get("data") or "null"), 200)
+                fields = {}
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(self, method: str, path: str, **kwargs: Any) -> AsyncIterator[httpx.Response]:
+        headers = {**self._headers(), **kwargs.pop("headers", {})}
+        url = f"{self.base_url}{path}"
+        if self._streamer is not None:
+            async with self._streamer(method, url, headers=headers, **kwargs) as response:
+                yield response
+            return
+        assert self._http is not None
+        try:
+            async with self._http.stream(method, url, headers=headers, **kwargs) as response:
+                yield response
+        except httpx.TransportError:
+            raise OpenToolServerNoAccessException() from None
 
     async def load_json(self, **kwargs: Any) -> Any:
         """The raw `/load` answer (None when the server has no description)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -117,11 +118,28 @@ class OpenToolFront:
 
         async def events() -> AsyncIterator[str]:
             yield _event("start", {"start": method})
-            outcome = await self.gateway.dispatcher.call(call)
+            partial: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
+            call.context.stream = partial.put  # a backend that streams sends each value here as it comes
+            task = asyncio.create_task(self.gateway.dispatcher.call(call))
+            streamed = 0
+            try:
+                while not (task.done() and partial.empty()):
+                    getter = asyncio.ensure_future(partial.get())
+                    await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                    if getter.done():
+                        streamed += 1
+                        yield _event("data", codec.success(call_id, getter.result()))
+                    else:
+                        getter.cancel()
+                outcome = task.result()
+            finally:
+                if not task.done():  # the client went away: stop the call
+                    task.cancel()
             if outcome.error is not None:
                 yield _event("error", codec.failure_body(call_id, outcome.error))
                 return
-            yield _event("data", codec.success(call_id, outcome.value))
+            if not streamed:  # a tool that returns one value yields one data event
+                yield _event("data", codec.success(call_id, outcome.value))
             yield _event("done", {"done": method})
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})

@@ -41,6 +41,12 @@ DOCUMENT: dict[str, Any] = {
             "return": {"name": "echo", "schema": {"type": "object"}},
         },
         {
+            "name": "countdown",
+            "description": "Count down from n; /streamCall sends one event per number",
+            "parameters": [{"name": "n", "schema": {"type": "integer"}, "required": True}],
+            "return": {"name": "left", "schema": {"type": "integer"}},
+        },
+        {
             "name": "explode",
             "description": "Always fails",
             "parameters": [],
@@ -95,6 +101,8 @@ def build_app(api_key: str | None, omit_error: bool) -> Starlette:
         if method == "echo":
             seen = {"authorization": request.headers.get("authorization")}
             return answer(body["id"], {"echo": params.get("message"), "headers": seen}), 200
+        if method == "countdown":
+            return answer(body["id"], {"left": 0}), 200
         if method == "explode":
             failure = {"code": 500, "message": "The tool exploded"}
             return {"jsonrpc": "2.0", "result": {}, "error": failure, "id": body["id"]}, 200
@@ -126,7 +134,11 @@ def build_app(api_key: str | None, omit_error: bool) -> Starlette:
             if body.get("error"):
                 yield f"event:error\ndata:{json.dumps(body)}\n\n"
                 return
-            yield f"event:data\ndata:{json.dumps(body)}\n\n"
+            if method == "countdown":
+                for left in range(int((await request.json())["params"]["n"]) - 1, -1, -1):
+                    yield f"event:data\ndata:{json.dumps(answer(body['id'], {'left': left}))}\n\n"
+            else:
+                yield f"event:data\ndata:{json.dumps(body)}\n\n"
             yield f"event:done\ndata:{json.dumps({'done': method})}\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")

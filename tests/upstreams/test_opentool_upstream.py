@@ -19,7 +19,7 @@ from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
 from gateway.errors import ErrorKind
 from gateway.model import Call, CallContext
-from tests.support import free_port, python_server
+from tests.support import asgi_client, free_port, python_server
 
 KEY = "upstream-secret-key"
 
@@ -35,7 +35,7 @@ async def test_sdk_client_interface(upstream: str) -> None:
     async with OpenToolClient(f"{upstream}/opentool", api_key=KEY) as client:
         assert (await client.version()).version == "1.0.0"
         document = await client.load()
-        assert document is not None and [f.name for f in document.functions] == ["distance", "echo", "explode"]
+        assert document is not None and [f.name for f in document.functions] == ["distance", "echo", "countdown", "explode"]
         returned = await client.call(FunctionCall("c1", "echo", {"message": "hi"}))
         assert isinstance(returned, ToolReturn) and returned.id == "c1"
         assert returned.result["echo"] == "hi"
@@ -99,3 +99,21 @@ async def test_client_authorization_is_forwarded_only_when_configured() -> None:
                 assert outcome.value["headers"]["authorization"] == expected
             finally:
                 await backend.close()
+
+
+async def test_stream_call_is_passed_through_event_by_event() -> None:
+    with python_server("tests.upstreams.opentool_server") as port:
+        config = f"backends:\n  - {{name: geo, kind: opentool, url: 'http://127.0.0.1:{port}'}}\n"
+        async with asgi_client(config) as client:
+            body = '{"jsonrpc":"2.0","method":"GeoTools_countdown","params":{"n":3},"id":"s"}'
+            headers = {"content-type": "application/json"}
+            streamed = await client.post("/opentool/streamCall", content=body, headers=headers)
+            plain = await client.post("/opentool/call", content=body, headers=headers)
+    assert streamed.text == (
+        'event: start\ndata: {"start":"GeoTools_countdown"}\n\n'
+        'event: data\ndata: {"jsonrpc":"2.0","result":{"result":2},"error":null,"id":"s"}\n\n'
+        'event: data\ndata: {"jsonrpc":"2.0","result":{"result":1},"error":null,"id":"s"}\n\n'
+        'event: data\ndata: {"jsonrpc":"2.0","result":{"result":0},"error":null,"id":"s"}\n\n'
+        'event: done\ndata: {"done":"GeoTools_countdown"}\n\n'
+    )
+    assert plain.json()["result"] == {"result": 0}
