@@ -1,5 +1,7 @@
-# Two commands: `make run` and `make test`. Only Python 3.11+ and make are needed.
+# Two commands: `make run` and `make test`. Python 3.11+, Node.js 20+ with npm, and make are needed.
 PYTHON ?= python3
+NPM ?= npm
+TS := adapters/typescript
 VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= config/gateway.yaml
@@ -21,8 +23,14 @@ $(VENV)/.installed-test: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.installed
 
-install: $(VENV)/.installed
-install-test: $(VENV)/.installed-test
+# The TypeScript sidecar's packages (zod, tsx), exactly as locked; again only when the lock changes.
+$(TS)/node_modules/.installed: $(TS)/package.json $(TS)/package-lock.json
+	@command -v $(NPM) >/dev/null || { echo "npm not found: install Node.js 20 or newer (with npm) for TypeScript tools" >&2; exit 1; }
+	cd $(TS) && $(NPM) ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(VENV)/.installed $(TS)/node_modules/.installed
+install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed
 
 run: install
 	$(BIN)/toolplex serve --config $(CONFIG) --host $(HOST) --port $(PORT)
@@ -35,4 +43,4 @@ lint: install-test
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info $(TS)/node_modules

@@ -5,6 +5,8 @@ Three styles are accepted at `module:attribute`:
 - an object with seed 000's `Tool` interface (`call(name, arguments)`, `load()`);
 - a module with seed 002's `tool_info()` / `tool_function(**parameters)`.
 Synchronous tools run in this backend's own thread pool, never on the event loop.
+With `isolation: process` every call runs in a pooled worker subprocess instead
+(see adapters/python/isolation.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pydantic import ValidationError
 
 from adapters.opentool.document import DocumentError, document_specs, parse_document
 from adapters.python.decorator import PythonTool, Toolkit, camel_case, tool_of
+from adapters.python.isolation import IsolationSettings, WorkerPool
 from gateway.backends import load_object
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import CallContext, ToolSpec
@@ -47,6 +50,17 @@ class _InfoFunctionBinding:
     func: Callable[..., Any]
 
 
+def decorated_functions(target: Any) -> list[Any]:
+    """The functions a `@tool` target offers: a Toolkit's, a module's, a list's, or itself."""
+    if isinstance(target, Toolkit):
+        return list(target.tools)
+    if isinstance(target, types.ModuleType):
+        return [v for v in vars(target).values() if tool_of(v) is not None]
+    if isinstance(target, (list, tuple)):
+        return list(target)
+    return [target]
+
+
 class PythonBackend:
     def __init__(self, name: str, settings: dict[str, Any]) -> None:
         self.name = name
@@ -55,6 +69,9 @@ class PythonBackend:
         self._executor = ThreadPoolExecutor(
             max_workers=int(settings.get("workers", 16)), thread_name_prefix=f"tool-{name}"
         )
+        self.pool: WorkerPool | None = None
+        if settings.get("isolation", "none") == "process":
+            self.pool = WorkerPool(name, self.module_path, IsolationSettings.from_settings(settings))
 
     # ---- discovery ----
 
@@ -63,6 +80,8 @@ class PythonBackend:
             target = load_object(self.module_path)
         except (ImportError, AttributeError) as exc:
             raise ConfigError([f"backend {self.name!r}: cannot import {self.module_path!r}: {exc}"]) from None
+        if self.pool is not None:
+            await self.pool.warm()
         source = f"backend {self.name!r} ({self.module_path})"
         toolkit = self.settings.get("toolkit")
         if hasattr(target, "call") and hasattr(target, "load") and not isinstance(target, types.ModuleType):
@@ -72,16 +91,8 @@ class PythonBackend:
         return self._decorated(target, toolkit, source)
 
     def _decorated(self, target: Any, toolkit: str | None, source: str) -> list[ToolSpec]:
-        kit_name = toolkit
-        if isinstance(target, Toolkit):
-            kit_name = kit_name or target.name
-            functions = target.tools
-        elif isinstance(target, types.ModuleType):
-            functions = [v for v in vars(target).values() if tool_of(v) is not None]
-        elif isinstance(target, (list, tuple)):
-            functions = list(target)
-        else:
-            functions = [target]
+        kit_name = toolkit or (target.name if isinstance(target, Toolkit) else None)
+        functions = decorated_functions(target)
         specs = []
         for fn in functions:
             declared = tool_of(fn)
@@ -152,12 +163,26 @@ class PythonBackend:
 
     async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         binding = spec.binding
+        if self.pool is not None:
+            return await self.pool.execute(spec.flat_name, self._worker_binding(spec), arguments, context)
         if isinstance(binding, PythonTool):
             return await self._invoke_decorated(binding, arguments, context)
         if isinstance(binding, _OpenToolBinding):
             return await self._run(binding.tool.call, context, binding.function, arguments)
         if isinstance(binding, _InfoFunctionBinding):
             return await self._run(binding.func, context, **arguments)
+        raise GatewayError.of(ErrorKind.INTERNAL, f"Tool {spec.flat_name} has no Python binding")
+
+    @staticmethod
+    def _worker_binding(spec: ToolSpec) -> dict[str, Any]:
+        """How a worker, which imported the same module, finds this tool again."""
+        binding = spec.binding
+        if isinstance(binding, PythonTool):
+            return {"style": "decorated", "name": binding.name}
+        if isinstance(binding, _OpenToolBinding):
+            return {"style": "opentool", "function": binding.function}
+        if isinstance(binding, _InfoFunctionBinding):
+            return {"style": "info"}
         raise GatewayError.of(ErrorKind.INTERNAL, f"Tool {spec.flat_name} has no Python binding")
 
     async def _invoke_decorated(self, declared: PythonTool, arguments: dict[str, Any], context: CallContext) -> Any:
@@ -185,7 +210,8 @@ class PythonBackend:
             result = await asyncio.shield(future)
         except asyncio.CancelledError:
             if not future.done():
-                # A thread cannot be stopped: the call is answered, the thread runs on.
+                # A thread cannot be stopped: the call is answered, the thread runs on, flagged.
+                context.notes["abandoned"] = "thread"
                 log.warning("thread_abandoned", call_id=context.call_id, function=getattr(func, "__name__", "?"))
             raise
         if inspect.isawaitable(result):
@@ -193,4 +219,6 @@ class PythonBackend:
         return result
 
     async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
         self._executor.shutdown(wait=False, cancel_futures=True)

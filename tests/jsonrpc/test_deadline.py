@@ -41,6 +41,7 @@ async def test_thread_tool_is_abandoned_and_flagged(tmp_path: Path, events: list
         r = await client.post("/rpc", json=execute("Probe_Block", {"marker": marker}, context={"timeout": 150}))
         error = r.json()["error"]
         assert error["code"] == -32001
+        assert error["data"]["info"] == {"timeout_s": 0.15, "abandoned": "thread"}  # flagged in the answer too
         # Answered while the thread still runs: a thread cannot be stopped, so it is abandoned ...
         assert Path(f"{marker}.started").exists() and not Path(f"{marker}.finished").exists()
         flagged = [e for e in events if e["event"] == "thread_abandoned"]
