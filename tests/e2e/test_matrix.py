@@ -1,0 +1,113 @@
+"""Every upstream kind through every front, and every upstream fault through every front.
+
+One real `toolplex serve` fronts real upstream processes on loopback: an OpenTool
+server, a REST service, a real Arcade worker (arcade-serve + arcade-math), and
+misbehaving servers; each tool is called through OpenTool, OXP, ToolServerNode and
+JSON-RPC as a client of that protocol would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.front_clients import EXPECTED_CODES, FRONTS
+from tests.support import ROOT, free_port, gateway_process, python_server, server_process
+from tests.upstreams.opentool_server import DOCUMENT
+from tests.upstreams.test_arcade import ARCADE_PYTHON, SECRET
+
+CALLS: list[tuple[str, dict[str, Any], Any]] = [
+    ("Math_Add", {"a": 2, "b": 3}, 5),  # in-process Python
+    ("GeoTools_echo", {"message": "hi"}, {"echo": "hi", "headers": {"authorization": None}}),  # OpenTool
+    ("Library_GetBook", {"book_id": "7"}, {"id": "7", "fields": ["title"], "title": "Book 7"}),  # plain HTTP
+    ("Arcade_Add", {"a": "10", "b": "5"}, "15"),  # Arcade worker
+]
+
+
+@contextlib.contextmanager
+def upstreams() -> Iterator[dict[str, int]]:
+    subprocess.run([str(ROOT / "tests" / "upstreams" / "install_arcade.sh")], check=True, timeout=600)
+    arcade_port = free_port()
+    arcade = [str(ARCADE_PYTHON), "tests/upstreams/arcade_worker.py", "--port", str(arcade_port), "--secret", SECRET]
+    with (
+        python_server("tests.upstreams.opentool_server") as opentool_port,
+        python_server("tests.upstreams.rest_server") as rest_port,
+        server_process(arcade, arcade_port, env={"ARCADE_USAGE_TRACKING": "0"}, timeout=60),
+    ):
+        yield {"opentool": opentool_port, "rest": rest_port, "arcade": arcade_port}
+
+
+def config_for(ports: dict[str, int]) -> str:
+    return f"""
+limits: {{default_timeout_s: 20}}
+backends:
+  - {{name: math, kind: python, module: "adapters.python.toolkits.arithmetic:toolkit"}}
+  - {{name: geo, kind: opentool, url: "http://127.0.0.1:{ports["opentool"]}"}}
+  - name: library
+    kind: http
+    url: http://127.0.0.1:{ports["rest"]}
+    toolkit: Library
+    tools:
+      - name: GetBook
+        path: "/books/{{book_id}}"
+        input_schema: {{type: object, properties: {{book_id: {{type: string}}}}}}
+  - {{name: arcade, kind: arcade, url: "http://127.0.0.1:{ports["arcade"]}", secret: "{SECRET}", toolkit: Arcade}}
+"""
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with upstreams() as ports:
+        path = tmp_path_factory.mktemp("matrix") / "gateway.yaml"
+        path.write_text(config_for(ports))
+        with gateway_process(path) as base:
+            yield base
+
+
+@pytest.mark.parametrize("front", sorted(FRONTS))
+@pytest.mark.parametrize(("tool", "arguments", "expected"), CALLS, ids=[c[0] for c in CALLS])
+def test_every_kind_through_every_front(gateway: str, front: str, tool: str, arguments: dict, expected: Any) -> None:
+    with httpx.Client(base_url=gateway, timeout=30) as http:
+        answer = FRONTS[front](http, tool, arguments)
+    assert answer.ok, answer
+    assert answer.value == expected
+
+
+FAULTS = [("hang", "deadline_exceeded"), ("html", "upstream_unavailable"), ("reset", "upstream_unavailable")]
+
+
+@pytest.mark.parametrize(("mode", "kind"), FAULTS)
+def test_faults_in_every_front(tmp_path: Path, mode: str, kind: str) -> None:
+    document = tmp_path / "document.json"
+    document.write_text(json.dumps(DOCUMENT))
+    refused = free_port()
+    with python_server("tests.upstreams.faulty_server", "--mode", mode, "--document", str(document)) as port:
+        config = tmp_path / "gateway.yaml"
+        config.write_text(
+            "limits: {default_timeout_s: 1}\n"
+            "backends:\n"
+            f"  - {{name: bad, kind: opentool, url: 'http://127.0.0.1:{port}', retries: 0}}\n"
+            f"  - {{name: gone, kind: http, url: 'http://127.0.0.1:{refused}', toolkit: Gone, retries: 0,"
+            " tools: [{name: Get, path: /x}]}\n"
+        )
+        with gateway_process(config) as base, httpx.Client(base_url=base, timeout=30) as http:
+            for front, call in sorted(FRONTS.items()):
+                answer = call(http, "GeoTools_echo", {"message": "x"})
+                assert not answer.ok and answer.code == EXPECTED_CODES[kind][front], (front, answer)
+                refused_answer = call(http, "Gone_Get", {})
+                assert refused_answer.code == EXPECTED_CODES["upstream_unavailable"][front], (front, refused_answer)
+            assert http.get("/healthz").json() == {"status": "ok"}  # still serving
+
+
+def test_tool_failure_in_every_front(gateway: str) -> None:
+    with httpx.Client(base_url=gateway, timeout=30) as http:
+        for front, call in sorted(FRONTS.items()):
+            answer = call(http, "GeoTools_explode", {})
+            assert answer.code == EXPECTED_CODES["tool_failed"][front], (front, answer)
