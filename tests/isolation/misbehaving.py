@@ -6,6 +6,7 @@ import ctypes
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 from adapters.python import CallContext, ToolError, Toolkit, tool
@@ -65,8 +66,10 @@ def spin() -> None:
 
 
 @tool(name="Sleep")
-def sleep(seconds: float) -> float:
-    """Sleep without using the CPU."""
+def sleep(seconds: float, started: str | None = None) -> float:
+    """Sleep without using the CPU; touch the file `started` first, so a test knows the call is running."""
+    if started:
+        Path(started).touch()
     time.sleep(seconds)
     return seconds
 

@@ -218,11 +218,13 @@ def test_no_worker_outlives_the_gateway_process(tmp_path: Path, stop: signal.Sig
         stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
-    busy = threading.Thread(target=_busy_call, args=(base,))
+    started = tmp_path / "busy.started"
+    busy = threading.Thread(target=_busy_call, args=(base, str(started)))
     try:
         wait_for_http(f"{base}/healthz", gateway)
         assert len(children_of(gateway.pid)) == 1  # started and checked with the gateway
         busy.start()
+        assert wait_until(started.exists), "the long call did not start"  # it holds the first worker now
         idle = int(_call(base, "Bad_Pid", {}).json()["result"]["result"])
         assert wait_until(lambda: len(children_of(gateway.pid)) == 2), "expected one busy and one idle worker"
         workers = children_of(gateway.pid)
@@ -239,6 +241,6 @@ def test_no_worker_outlives_the_gateway_process(tmp_path: Path, stop: signal.Sig
         busy.join(timeout=15)
 
 
-def _busy_call(base: str) -> None:
+def _busy_call(base: str, started: str) -> None:
     with contextlib.suppress(httpx.HTTPError):
-        _call(base, "Bad_Sleep", {"seconds": 60}, timeout=30)
+        _call(base, "Bad_Sleep", {"seconds": 60, "started": started}, timeout=30)
