@@ -27,6 +27,11 @@ WRAPPER_FIELDS = ("$schema", "request")
 CONTEXT_FIELDS = ("authorization", "secrets", "user_id")
 MAX_ID_LENGTH = 256  # call_id / trace_id / user_id: idempotency keys and log fields, so bounded
 VALIDATION_MESSAGE = "Some input parameters are invalid"  # the seed's 422 message, byte for byte
+_EXACT_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+# How a 400 says "no such tool or version" (the spec's example: "Tool 'Calculator_Add' was not found").
+_NOT_FOUND = re.compile(
+    r"not\s+(?:be\s+)?found|not\s+available|unknown\s+tool|no\s+such\s+tool|does\s+not\s+exist", re.IGNORECASE
+)
 
 # kind -> HTTP status on OXP; the README's error table says the same.
 # 200 means "the tool ran (or was still running)": answered with success:false.
@@ -343,13 +348,16 @@ def decode_call_result(body: Any) -> tuple[str | None, float | None, Any, Failur
     error = result.get("error")
     if not isinstance(error, dict) or not isinstance(error.get("message"), str):
         raise ValueError("an OXP call response with success:false needs an error with a message")
+    retry_after = error.get("retry_after_ms")
+    prompt = error.get("additional_prompt_content")
+    developer = error.get("developer_message")
     failure = Failure(
         kind=ErrorKind.TOOL_FAILED,
         message=error["message"],
-        developer_message=error.get("developer_message"),
+        developer_message=developer if isinstance(developer, str) else None,
         can_retry=bool(error.get("can_retry", False)),
-        retry_after_ms=error.get("retry_after_ms"),
-        additional_prompt_content=error.get("additional_prompt_content"),
+        retry_after_ms=int(retry_after) if isinstance(retry_after, (int, float)) and retry_after >= 0 else None,
+        additional_prompt_content=prompt if isinstance(prompt, str) else None,
     )
     return call_id, duration, None, failure
 
@@ -358,29 +366,36 @@ def decode_error(status: int, body: Any) -> Failure:
     """Read a non-200 answer of an OXP server back into a canonical failure."""
     data = body if isinstance(body, dict) else {}
     message = data.get("message") if isinstance(data.get("message"), str) else f"OXP server answered HTTP {status}"
-    developer_message = data.get("developer_message")
+    developer_message = data.get("developer_message") if isinstance(data.get("developer_message"), str) else None
     missing = data.get("missing_requirements") if isinstance(data.get("missing_requirements"), dict) else {}
     if status == 422:
+        errors = data.get("parameter_errors")
         return Failure(
             kind=ErrorKind.INVALID_ARGUMENTS,
             message=message,
             developer_message=developer_message,
-            parameter_errors={str(k): str(v) for k, v in (data.get("parameter_errors") or {}).items()},
+            parameter_errors={str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else {},
         )
     if status == 401:
         return Failure(kind=ErrorKind.UNAUTHENTICATED, message=message, developer_message=developer_message)
-    if missing.get("authorization"):
+    challenges = [
+        {key: c[key] for key in ("id", "url", "check_url") if isinstance(c.get(key), str)}
+        for c in _listed(missing.get("authorization"))
+        if isinstance(c, dict) and isinstance(c.get("id"), str)
+    ]
+    if challenges:
         return Failure(
             kind=ErrorKind.AUTHORIZATION_REQUIRED,
             message=message,
             developer_message=developer_message,
-            details={"authorization": list(missing["authorization"])},
+            details={"authorization": challenges},
         )
-    if missing.get("secrets") or missing.get("user_id"):
+    secrets = [s["id"] for s in _listed(missing.get("secrets")) if isinstance(s, dict) and isinstance(s.get("id"), str)]
+    if secrets or missing.get("user_id") is True:
         details: dict[str, Any] = {}
-        if missing.get("secrets"):
-            details["secrets"] = [s.get("id") for s in missing["secrets"] if isinstance(s, dict)]
-        if missing.get("user_id"):
+        if secrets:
+            details["secrets"] = secrets
+        if missing.get("user_id") is True:
             details["user_id"] = True
         return Failure(
             kind=ErrorKind.MISSING_REQUIREMENT, message=message, developer_message=developer_message, details=details
@@ -410,8 +425,12 @@ def tool_definition(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def spec_from_definition(data: Any, *, backend: str, source: str = "") -> ToolSpec:
-    """A `ToolDefinition` read back as a `ToolSpec` (for the OXP backend); raises ValueError when malformed."""
+def spec_from_definition(data: Any, *, backend: str, source: str = "", language: str = "remote") -> ToolSpec:
+    """A `ToolDefinition` read back as a `ToolSpec` (for the OXP backend); raises ValueError when malformed.
+
+    `binding` is the exact upstream id (`Toolkit.Name@x.y.z`): routing may rename
+    the tool on the gateway's side, but calls must name it as the upstream does.
+    """
     if not isinstance(data, dict):
         raise ValueError("a tool definition must be an object")
     try:
@@ -419,9 +438,16 @@ def spec_from_definition(data: Any, *, backend: str, source: str = "") -> ToolSp
     except GatewayError:
         raise ValueError(f"tool definition without a valid 'id': {data.get('id')!r}") from None
     version = data.get("version") or tool_id.wanted_version
-    if not isinstance(version, str):
-        raise ValueError(f"tool {tool_id}: no 'version'")
+    if not isinstance(version, str) or not _EXACT_VERSION.match(version):
+        raise ValueError(f"tool {tool_id}: 'version' must be x.y.z, got {version!r}")
+    if tool_id.version is not None and tool_id.wanted_version != version:
+        raise ValueError(f"tool {tool_id}: its id and its 'version' ({version}) disagree")
+    schema = data.get("input_schema") or {"type": "object", "properties": {}}
+    if not isinstance(schema, dict) or not isinstance(data.get("output_schema") or {}, dict):
+        raise ValueError(f"tool {tool_id}: 'input_schema' and 'output_schema' must be JSON Schema objects")
     needs = data.get("requirements") or {}
+    if not isinstance(needs, dict):
+        raise ValueError(f"tool {tool_id}: 'requirements' must be an object")
     authorization = tuple(
         AuthorizationRequirement(id=str(item["id"]), scopes=tuple((item.get("oauth2") or {}).get("scopes") or ()))
         for item in needs.get("authorization") or []
@@ -433,13 +459,51 @@ def spec_from_definition(data: Any, *, backend: str, source: str = "") -> ToolSp
         name=tool_id.name,
         version=version,
         description=str(data.get("description") or ""),
-        input_schema=data.get("input_schema") or {"type": "object", "properties": {}},
+        input_schema=schema,
         output_schema=data.get("output_schema"),
         requirements=Requirements(authorization=authorization, secrets=secrets, user_id=bool(needs.get("user_id"))),
         backend=backend,
+        language=language,
         source=source,
-        binding=str(tool_id.qualified_name),
+        binding=f"{tool_id.qualified_name}@{version}",
     )
+
+
+def definitions_of(document: Any) -> list[Any]:
+    """The tool definitions of a `GET /tools` answer: `items` (1.0), or `tools` (older texts)."""
+    if isinstance(document, dict):
+        for key in ("items", "tools"):
+            if isinstance(document.get(key), list):
+                return list(document[key])
+    raise ValueError("not an OXP tool list: expected an object with an 'items' (or 'tools') array")
+
+
+def decode_server_error(body: Any) -> Failure:
+    """A 400 read by a client of an OXP server: the kind its body says.
+
+    The spec gives a 400 no code, so besides missing requirements (which have
+    their own field) the message tells "tool or version not found" from the rest;
+    anything else (a request the server refused, the server being unavailable) is
+    the upstream's problem, not one the caller can fix. Raises ValueError when the
+    body is not a ServerErrorResponse.
+    """
+    if not isinstance(body, dict) or not isinstance(body.get("message"), str):
+        raise ValueError("not an OXP server error: expected an object with a 'message' string")
+    failure = decode_error(400, body)
+    if failure.kind is not ErrorKind.MALFORMED:
+        return failure
+    text = f"{failure.message} {failure.developer_message or ''}"
+    kind = ErrorKind.NOT_FOUND if _NOT_FOUND.search(text) else ErrorKind.UPSTREAM_UNAVAILABLE
+    return Failure(
+        kind=kind,
+        message=failure.message,
+        developer_message=failure.developer_message,
+        can_retry=kind is ErrorKind.UPSTREAM_UNAVAILABLE,
+    )
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _json_type(value: Any) -> str:

@@ -1,0 +1,218 @@
+"""The `oxp` backend: an upstream OXP server's `GET {path}/tools` and `POST {path}/tools/call`.
+
+Every upstream version of a tool stays its own ToolSpec, and a call names the
+exact upstream id (`Toolkit.Name@x.y.z`, kept in `ToolSpec.binding`) so that
+routing may rename the tool without changing what the upstream runs. The wire
+is the OXP front's codec, read from the other side.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import httpx
+import jwt
+import structlog
+
+from adapters.oxp import codec
+from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
+from gateway.model import CallContext, ToolSpec
+from gateway.upstream import Upstream, UpstreamSettings, json_of
+
+log = structlog.get_logger("toolplex.oxp.backend")
+
+DEFAULT_TTL_S = 60.0
+MIN_SECRET_BYTES = 32  # RFC 7518 3.2: an HS256 key is at least 256 bits
+
+
+class OxpBackend:
+    def __init__(self, name: str, settings: dict[str, Any]) -> None:
+        self.name = name
+        self.settings = settings
+        self.path = str(settings.get("path") or "").rstrip("/")
+        try:
+            self.shape = codec.Shape(settings.get("shape", "flat"))
+        except ValueError:
+            raise ConfigError([f"backend {name!r}: 'shape' must be flat or wrapped"]) from None
+        self.api_key: str | None = settings.get("api_key") or None
+        self.jwt: dict[str, Any] | None = settings.get("jwt") or None
+        if self.jwt is not None:
+            secret = self.jwt.get("secret") or ""
+            if len(secret.encode()) < MIN_SECRET_BYTES:
+                raise ConfigError([f"backend {name!r}: jwt.secret must hold at least {MIN_SECRET_BYTES} bytes"])
+        self.forward_authorization = bool(settings.get("forward_authorization", False))
+        self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
+
+    # ---- headers ----
+
+    def _token(self) -> str:
+        """A fresh HS256 JWT for one request: short-lived, `exp` always set, `aud` when configured."""
+        assert self.jwt is not None
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "sub": "toolplex",
+            "iat": now,
+            "exp": now + max(1, round(float(self.jwt.get("ttl_s", DEFAULT_TTL_S)))),
+            "jti": uuid.uuid4().hex,
+        }
+        if self.jwt.get("audience"):
+            claims["aud"] = self.jwt["audience"]
+        return jwt.encode(claims, self.jwt["secret"], algorithm="HS256")
+
+    def _credentials(self) -> dict[str, str]:
+        """The backend's own credentials: the JWT as the bearer (the API key then goes in X-API-Key)."""
+        headers: dict[str, str] = {}
+        if self.jwt is not None:
+            headers["Authorization"] = f"Bearer {self._token()}"
+            if self.api_key:
+                headers["X-API-Key"] = self.api_key
+        elif self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def _headers(self, context: CallContext | None = None) -> dict[str, str]:
+        headers = {codec.VERSION_HEADER: codec.OXP_VERSION}
+        if context is not None and self.forward_authorization:
+            # The client's own credentials replace the backend's; without them, nothing is sent.
+            if context.client_authorization:
+                headers["Authorization"] = context.client_authorization
+            return headers
+        return {**headers, **self._credentials()}
+
+    # ---- discovery ----
+
+    async def discover(self) -> list[ToolSpec]:
+        where = f"{self.path}/tools"
+        response = await self.upstream.request("GET", where, headers=self._headers(), idempotent=True)
+        if response.status_code in (401, 403):
+            status = response.status_code
+            raise self.upstream.unavailable(f"GET {where} refused the gateway's credentials (HTTP {status})")
+        if response.status_code != 200:
+            raise self.upstream.unavailable(f"GET {where} answered HTTP {response.status_code}")
+        try:
+            definitions = codec.definitions_of(json_of(self.upstream, response))
+        except ValueError as exc:
+            raise self.upstream.unavailable(f"GET {where}: {exc}") from None
+        source = f"backend {self.name!r} ({self.upstream.settings.url})"
+        specs: dict[str, ToolSpec] = {}
+        for index, definition in enumerate(definitions):
+            try:
+                spec = codec.spec_from_definition(definition, backend=self.name, source=source)
+            except ValueError as exc:  # one bad definition does not hide the others
+                log.warning("oxp_definition_skipped", backend=self.name, index=index, reason=str(exc))
+                continue
+            if spec.binding in specs:
+                log.warning("oxp_definition_duplicate", backend=self.name, tool_id=spec.binding)
+                continue
+            specs[spec.binding] = spec
+        return list(specs.values())
+
+    # ---- calls ----
+
+    def _request(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        upstream_id = str(spec.binding or spec.oxp_id)
+        request = codec.CallRequest(
+            tool_id=codec.parse_tool_id(upstream_id),
+            raw_tool_id=upstream_id,
+            input=arguments,
+            call_id=upstream_call_id(context),
+            trace_id=context.trace_id,
+            user_id=context.user_id,
+            secrets=dict(context.secrets),
+            authorization=dict(context.authorization),
+        )
+        return codec.encode_call_request(request, self.shape)
+
+    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+        where = f"{self.path}/tools/call"
+        response = await self.upstream.request(
+            "POST",
+            where,
+            json=self._request(spec, arguments, context),
+            headers=self._headers(context),
+            deadline=context.deadline,
+        )
+        failure = self._failure(response, spec, self.forward_authorization)
+        if failure is not None:
+            raise GatewayError(failure)
+        try:
+            call_id, _duration, value, tool_failure = codec.decode_call_result(json_of(self.upstream, response))
+        except ValueError as exc:
+            raise self._invalid(response, str(exc)) from None
+        if call_id is not None and call_id != upstream_call_id(context):
+            log.warning("oxp_call_id_mismatch", backend=self.name, sent=upstream_call_id(context), received=call_id)
+        if tool_failure is not None:
+            raise GatewayError(tool_failure)
+        return value
+
+    def _failure(self, response: httpx.Response, spec: ToolSpec, forwarded: bool) -> Failure | None:
+        """The canonical failure of any answer but 200; None for a 200."""
+        status = response.status_code
+        if status == 200:
+            return None
+        if status == 401:
+            if forwarded:  # the client's own credentials: the client can fix that
+                return Failure(
+                    kind=ErrorKind.UNAUTHENTICATED,
+                    message=f"The upstream of {spec.flat_name} refused the forwarded credentials",
+                    developer_message=_message_of(response),
+                )
+            return self.upstream.unavailable(
+                "it refused the gateway's credentials (HTTP 401): check the backend's api_key / jwt",
+                developer_message=_message_of(response),
+            ).failure
+        if status in (400, 422):
+            body = json_of(self.upstream, response)
+            if status == 422:
+                if not isinstance(body, dict):
+                    raise self._invalid(response, "a 422 without a validation error object")
+                return codec.decode_error(422, body)
+            try:
+                failure = codec.decode_server_error(body)
+            except ValueError as exc:
+                raise self._invalid(response, str(exc)) from None
+            if failure.kind is ErrorKind.UPSTREAM_UNAVAILABLE:
+                return self.upstream.unavailable(failure.message, developer_message=failure.developer_message).failure
+            return failure
+        if status == 413:
+            return Failure(kind=ErrorKind.TOO_LARGE, message=f"The upstream of {spec.flat_name} refused the body")
+        if status == 429:
+            retry = response.headers.get("retry-after", "")
+            retry_ms = int(float(retry) * 1000) if retry.replace(".", "", 1).isdigit() else None
+            limited = self.upstream.unavailable("it is rate limiting the gateway (HTTP 429)", retry_after_ms=retry_ms)
+            return limited.failure
+        if status == 404:
+            return self.upstream.unavailable(f"it has no POST {self.path}/tools/call (HTTP 404): check 'path'").failure
+        return self._invalid(response, f"OXP servers answer 200, 400, 401 or 422, not HTTP {status}").failure
+
+    def _invalid(self, response: httpx.Response, why: str) -> GatewayError:
+        snippet = response.text[:120].replace("\n", " ")
+        return self.upstream.unavailable(
+            f"its answer is not a valid OXP response ({why})",
+            developer_message=f"HTTP {response.status_code}, first bytes: {snippet!r}",
+        )
+
+    async def close(self) -> None:
+        await self.upstream.close()
+
+
+def _message_of(response: httpx.Response) -> str | None:
+    """The `message` of a JSON error body, for the developer message; None when there is none."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    message = body.get("message") if isinstance(body, dict) else None
+    return message if isinstance(message, str) else None
+
+
+def upstream_call_id(context: CallContext) -> str:
+    """The call id sent upstream: stable for one caller's retries, distinct between callers.
+
+    A front may carry the client's own call id; two clients can pick the same one,
+    and the upstream sees them all as one caller (the gateway), so scope it.
+    """
+    caller = context.principal.name if context.principal else ""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"toolplex:{context.front}:{caller}:{context.call_id}").hex
