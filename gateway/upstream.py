@@ -128,12 +128,14 @@ class Upstream:
         *,
         deadline: float | None = None,
         idempotent: bool = False,
+        expect_json: bool = True,
         **kwargs: Any,
     ) -> httpx.Response:
         """Send one request. `deadline` is an absolute time.monotonic(); it always wins over timeouts.
 
         Retries: any failure when `idempotent` (discovery), otherwise only failures that
         prove the request was never sent. A tool call that may have arrived is never re-sent.
+        With `expect_json`, an answer that is not JSON counts against the circuit breaker.
         """
         if not self.breaker.allow():
             raise self.unavailable("circuit open after repeated failures", retry_after_ms=1000)
@@ -176,8 +178,8 @@ class Upstream:
                     await self._backoff(attempt, deadline)
                     continue
                 raise self.unavailable(f"the connection failed ({type(exc).__name__})") from None
-            if response.status_code >= 500 and response.status_code not in (500,):
-                # 502/503/504: the upstream itself (or its proxy) is in trouble; 500 may be a tool failure.
+            if response.status_code in (502, 503, 504) or (expect_json and not is_json(response)):
+                # The upstream (or a proxy before it) is in trouble; a 500 with JSON may be a tool failing.
                 self.breaker.failure()
             else:
                 self.breaker.success()
@@ -219,12 +221,18 @@ class Upstream:
         await self.client.aclose()
 
 
+def is_json(response: httpx.Response) -> bool:
+    media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
 def json_of(upstream: Upstream, response: httpx.Response) -> Any:
     """The body as JSON, or an UPSTREAM_UNAVAILABLE error that says what came back instead."""
     try:
         return response.json()
     except ValueError:
-        upstream.breaker.failure()
+        if is_json(response):  # otherwise `request` has counted it already
+            upstream.breaker.failure()
         kind = response.headers.get("content-type", "no content type")
         snippet = response.text[:80].replace("\n", " ")
         raise upstream.unavailable(

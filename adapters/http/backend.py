@@ -106,6 +106,7 @@ class HttpBackend:
             json=body,
             headers=headers,
             deadline=context.deadline,
+            expect_json=False,  # a REST endpoint may answer text
         )
         if response.status_code in (502, 503, 504):
             raise self.upstream.unavailable(f"it answered HTTP {response.status_code}")

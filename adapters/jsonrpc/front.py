@@ -10,6 +10,7 @@ content type) change the status, and they still carry a JSON-RPC error.
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -32,6 +33,10 @@ JSONRPC_MEDIA_TYPES = ("application/json-rpc", "application/jsonrequest")
 log = structlog.get_logger("toolplex.jsonrpc")
 
 
+# The client's Authorization header, for every call of this request (batch entries included).
+_CLIENT_AUTHORIZATION: ContextVar[str | None] = ContextVar("client_authorization", default=None)
+
+
 class JsonRpcFront:
     def __init__(self, gateway: Gateway, settings: dict[str, Any]) -> None:
         self.gateway = gateway
@@ -41,6 +46,7 @@ class JsonRpcFront:
         self.max_timeout_ms: float | None = float(cap) if cap is not None else None
 
     async def handle(self, request: HttpRequest) -> Response:
+        _CLIENT_AUTHORIZATION.set(request.headers.get("authorization"))  # for backends that forward it
         try:
             principal = self.gateway.auth.authenticate(request.headers)
         except GatewayError as exc:
@@ -134,6 +140,7 @@ class JsonRpcFront:
             session_id=params.session_id,
             message_id=params.message_id,
             trace_id=None if req.id is None else str(req.id),
+            client_authorization=_CLIENT_AUTHORIZATION.get(),
         )
         call = Call(
             tool=params.tool,

@@ -89,7 +89,12 @@ class OpenToolFront:
                 message=f"'params' must be an object keyed by parameter name, got a JSON {type(params).__name__}",
             )
             raise _Rejected(failure, codec.INVALID_PARAMS, call_id)
-        context = CallContext(front=FRONT, principal=principal, trace_id=body["id"])
+        context = CallContext(
+            front=FRONT,
+            principal=principal,
+            trace_id=body["id"],
+            client_authorization=request.headers.get("authorization"),
+        )
         return Call(tool=method, arguments=params, context=context), body["id"]
 
     async def version(self, request: Request) -> Response:

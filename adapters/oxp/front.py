@@ -112,6 +112,7 @@ class OxpFront:
                     user_id=parsed.user_id,
                     secrets=parsed.secrets,
                     authorization=parsed.authorization,
+                    client_authorization=request.headers.get("authorization"),
                 ),
             )
             key = f"oxp:call:{principal.name if principal else ''}:{call.context.call_id}"

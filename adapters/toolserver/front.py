@@ -2,7 +2,10 @@
 
 Sessions are `node_id` cookies; `/execute_tool` answers a call still running
 after the front's patience with 450 and a handle that the client collects by
-calling the gateway's own hidden tool `Toolplex_collect_result`.
+calling the gateway's own hidden tool `Toolplex_collect_result`. An upstream
+node's own 450 (a `toolserver` backend) comes back as 450 too, its
+`next_calling` already in gateway names. With a `toolserver` backend, the
+workspace endpoints (`/upload_file`, ...) pass through to the caller's node.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from adapters.toolserver import codec, shapes
-from gateway.errors import ErrorKind, GatewayError
+from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.http import json_response, parse_json, read_body
 from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec
 from gateway.retrieval import index_for
@@ -33,6 +37,11 @@ COLLECT_NAMES = frozenset({COLLECT_TOOL, "Toolplex.collect_result"})
 HANDLE_PATTERN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 HANDLE_PREFIX = "toolserver:handle:"
 SHOWN_ID_LIMIT = 128
+# Passed through to the upstream node of the caller's session (the `toolserver` backend).
+WORKSPACE_PATHS = ("upload_file", "download_file", "get_workspace_structure", "download_workspace")
+PASSED_HEADERS = ("content-type", "content-disposition")
+
+log = structlog.get_logger("toolplex.toolserver")
 
 Handler = Callable[[Request, "_Caller"], Awaitable[Response]]
 
@@ -74,6 +83,7 @@ class ToolServerFront:
         self.env_tool_cap = int(settings.get("env_tool_cap", 50))
         self.retention = float(settings.get("result_retention_s", 600))
         self.sessions = SessionRegistry(gateway.store, idle_s=float(settings.get("session_idle_s", 1800)))
+        self.workspace_backend = _workspace_backend(gateway, settings.get("workspace_backend"))
 
     # ---- plumbing shared by every endpoint ----
 
@@ -233,7 +243,12 @@ class ToolServerFront:
                 name = f"{wanted.env_name}_{name}"
         if name in COLLECT_NAMES:
             return await self._collect(wanted.arguments, caller)
-        context = CallContext(front=FRONT, principal=caller.principal, session_id=caller.session_id)
+        context = CallContext(
+            front=FRONT,
+            principal=caller.principal,
+            session_id=caller.session_id,
+            client_authorization=request.headers.get("authorization"),
+        )
         call = Call(tool=name, arguments=wanted.arguments, context=context)
         handle = secrets.token_urlsafe(32)
         try:
@@ -290,6 +305,10 @@ class ToolServerFront:
         failure = outcome.error
         if failure is None:
             return json_response(codec.wrap_result(outcome.value))
+        if failure.kind == ErrorKind.PENDING and isinstance(failure.details.get("next_calling"), str):
+            # An upstream node's own 450, its next_calling already in gateway names: the client's loop goes on.
+            retry = codec.retry_detail(failure.details["next_calling"], failure.details.get("arguments") or {})
+            return json_response(codec.detail(retry), status=codec.RETRY_STATUS)
         if failure.kind == ErrorKind.NOT_FOUND:
             message: Any = f"The tool {name} is not found!"
         else:
@@ -317,9 +336,47 @@ class ToolServerFront:
         for key in session.owned:
             if key.startswith(HANDLE_PREFIX):
                 self.gateway.runs.forget(key.removeprefix(HANDLE_PREFIX))
+        await self._release_upstream(session.id)
         response = json_response(f"Release session: {session.id}")
         response.delete_cookie(COOKIE, path=self.prefix or "/", httponly=True, samesite="lax")
         return response
+
+    async def _release_upstream(self, session_id: str) -> None:
+        """Backends that hold upstream sessions per front session (`toolserver`) let theirs go too."""
+        for backend in list(self.gateway.backends.values()):
+            release = getattr(backend, "release_session", None)
+            if release is not None:
+                try:
+                    await release(session_id)
+                except Exception:  # releasing is a courtesy to the upstream; the client's release succeeded
+                    log.exception("upstream_release_failed", backend=getattr(backend, "name", "?"))
+
+    # ---- workspace passthrough to the front session's upstream node ----
+
+    def _workspace(self) -> Any:
+        backend = self.gateway.backends.get(self.workspace_backend or "")
+        if backend is None or not hasattr(backend, "forward"):
+            raise _Answer(503, f"The workspace backend {self.workspace_backend!r} is not running")
+        return backend
+
+    def _passthrough(self, path: str) -> Handler:
+        async def forward(request: Request, caller: _Caller) -> Response:
+            backend = self._workspace()
+            try:
+                raw = await read_body(request, self.gateway.max_body_bytes)
+                answer = await backend.forward(
+                    caller.session_id,
+                    path,
+                    raw,
+                    request.headers.get("content-type"),
+                    request.headers.get("authorization"),  # sent on only with forward_authorization
+                )
+            except GatewayError as exc:
+                raise _Answer(codec.status_of(exc.failure), exc.failure.message) from None
+            headers = {k: answer.headers[k] for k in PASSED_HEADERS if k in answer.headers}
+            return Response(answer.content, status_code=answer.status_code, headers=headers)
+
+        return forward
 
     async def reconnect_session(self, request: Request, caller: _Caller) -> Response:
         await self._no_parameters(request)
@@ -328,6 +385,16 @@ class ToolServerFront:
         if session is None:
             return json_response(_invalid_node(node_id))
         return json_response(f"Reconnect session: {session.id}")
+
+
+def _workspace_backend(gateway: Gateway, wanted: str | None) -> str | None:
+    """The backend whose node holds the files: `workspace_backend`, else the first `toolserver` backend."""
+    names = [b["name"] for b in gateway.config.data.get("backends") or [] if b.get("kind") == "toolserver"]
+    if wanted is not None and wanted not in names:
+        raise ConfigError(
+            [f"fronts.toolserver.workspace_backend: {wanted!r} is not a toolserver backend (they are: {names})"]
+        )
+    return wanted if wanted is not None else next(iter(names), None)
 
 
 def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
@@ -348,6 +415,8 @@ def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
         ("release_session", front.release_session, ["POST"]),
         ("reconnect_session", front.reconnect_session, ["POST"]),
     ]
+    if front.workspace_backend is not None:  # only when a node is there to hold the workspace
+        table += [(path, front._passthrough(f"/{path}"), ["POST"]) for path in WORKSPACE_PATHS]
     return [
         Route(
             f"{p}/{path}",

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from gateway.errors import ErrorKind, GatewayError
-from gateway.upstream import CircuitBreaker, Upstream, UpstreamSettings
+from gateway.upstream import CircuitBreaker, Upstream, UpstreamSettings, json_of
 
 
 async def resetting_server() -> tuple[asyncio.Server, list[str], int]:
@@ -86,3 +86,32 @@ def test_breaker_half_open_lets_one_probe_through() -> None:
     assert breaker.state == "open" and not breaker.allow()
     breaker.success()
     assert breaker.state == "closed" and breaker.allow()
+
+
+async def test_answers_that_are_not_json_open_the_circuit() -> None:
+    async def html(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        page = b"<html>502 Bad Gateway</html>"
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s" % (len(page), page))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(html, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    upstream = Upstream("u", UpstreamSettings(url=f"http://127.0.0.1:{port}", breaker_failures=3))
+    try:
+        for _ in range(3):
+            response = await upstream.request("POST", "/call", json={})
+            with pytest.raises(GatewayError):
+                json_of(upstream, response)
+        assert upstream.breaker.state == "open"
+        with pytest.raises(GatewayError) as info:
+            await upstream.request("POST", "/call", json={})
+        assert "circuit open" in info.value.failure.message
+        text = Upstream("t", UpstreamSettings(url=f"http://127.0.0.1:{port}", breaker_failures=1))
+        await text.request("GET", "/page", expect_json=False)  # a text endpoint: HTML is an answer
+        assert text.breaker.state == "closed"
+        await text.close()
+    finally:
+        await upstream.close()
+        server.close()

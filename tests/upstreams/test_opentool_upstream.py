@@ -35,7 +35,8 @@ async def test_sdk_client_interface(upstream: str) -> None:
     async with OpenToolClient(f"{upstream}/opentool", api_key=KEY) as client:
         assert (await client.version()).version == "1.0.0"
         document = await client.load()
-        assert document is not None and [f.name for f in document.functions] == ["distance", "echo", "countdown", "explode"]
+        assert document is not None
+        assert [f.name for f in document.functions] == ["distance", "echo", "countdown", "explode"]
         returned = await client.call(FunctionCall("c1", "echo", {"message": "hi"}))
         assert isinstance(returned, ToolReturn) and returned.id == "c1"
         assert returned.result["echo"] == "hi"
@@ -117,3 +118,24 @@ async def test_stream_call_is_passed_through_event_by_event() -> None:
         'event: done\ndata: {"done":"GeoTools_countdown"}\n\n'
     )
     assert plain.json()["result"] == {"result": 0}
+
+
+@pytest.mark.parametrize("front", ["opentool", "jsonrpc"])
+async def test_a_real_clients_header_is_forwarded_only_when_configured(front: str) -> None:
+    with python_server("tests.upstreams.opentool_server") as port:
+        for forward, expected in ((False, None), (True, "Bearer client-token")):
+            config = (
+                "backends:\n"
+                f"  - {{name: geo, kind: opentool, url: 'http://127.0.0.1:{port}', forward_authorization: {forward}}}\n"
+            )
+            async with asgi_client(config) as client:
+                headers = {"Authorization": "Bearer client-token"}
+                if front == "opentool":
+                    body = {"jsonrpc": "2.0", "method": "GeoTools_echo", "params": {"message": "m"}, "id": "1"}
+                    value = (await client.post("/opentool/call", json=body, headers=headers)).json()["result"]
+                else:
+                    params = {"tool": "GeoTools_echo", "parameters": {"message": "m"}}
+                    body = {"jsonrpc": "2.0", "method": "tool.execute", "params": params, "id": 1}
+                    answer = (await client.post("/rpc", json=body, headers=headers)).json()
+                    value = answer["result"]["metadata"]["value"]
+            assert value["headers"]["authorization"] == expected
