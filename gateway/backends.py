@@ -18,7 +18,9 @@ BACKEND_KINDS: dict[str, str] = {
     "opentool": "adapters.opentool.backend:OpenToolBackend",
     "http": "adapters.http.backend:HttpBackend",
     "arcade": "adapters.arcade.backend:ArcadeBackend",
+    "oxp": "adapters.oxp.backend:OxpBackend",
     "typescript": "adapters.typescript.backend:TypeScriptBackend",
+    "toolserver": "adapters.toolserver.backend:ToolServerBackend",
 }
 
 

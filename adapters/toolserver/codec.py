@@ -110,3 +110,51 @@ def failure_detail(failure: Failure, arguments: Any = None) -> Any:
 
 def retry_detail(next_calling: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"type": "retry", "next_calling": next_calling, "arguments": arguments}
+
+
+# ---- reading a node's answers (the `toolserver` backend) ----
+
+
+def unwrap_result(value: Any) -> Any:
+    """The value a node's `/execute_tool` answer carries, as the XAgent client unwraps it.
+
+    `simple` gives its data, `composite` a list; `binary` stays the whole object
+    (media type, name and base64 data), so that a front re-wrapping it passes it on intact.
+    Raises ValueError for a bare object: the node never sends one, so it is not a node.
+    """
+    if isinstance(value, dict):
+        if not is_wrapped(value):
+            raise ValueError("an object that is not wrapped as {'type': 'simple' | 'composite' | 'binary', 'data'}")
+        if value["type"] == "simple":
+            return value["data"]
+        if value["type"] == "composite":
+            parts = value["data"] if isinstance(value["data"], list) else [value["data"]]
+            return [_unwrap_part(part) for part in parts]
+        return value
+    return value
+
+
+def _unwrap_part(part: Any) -> Any:
+    return part["data"] if is_wrapped(part) and part["type"] == "simple" else part
+
+
+def parameter_errors_of(items: Sequence[Any]) -> dict[str, str]:
+    """FastAPI's 422 `detail` list -> {parameter: message}; entries outside the arguments keep their path."""
+    problems: dict[str, str] = {}
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        loc = [str(part) for part in item.get("loc") or []]
+        message = str(item.get("msg") or "Invalid value")
+        for marker in ("arguments", "parameters"):
+            if marker in loc:
+                rest = loc[loc.index(marker) + 1 :]
+                break
+        else:
+            rest = [".".join(p for p in loc if p != "body") or "(arguments)"]
+        if not rest:
+            problems.setdefault("(arguments)", message)
+            continue
+        name = rest[0]
+        problems.setdefault(name, f"{'.'.join(rest[1:])}: {message}" if len(rest) > 1 else message)
+    return problems

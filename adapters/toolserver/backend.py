@@ -1,0 +1,450 @@
+"""The `toolserver` backend: an XAgent ToolServerNode (or Manager) as upstream.
+
+Speaks what the real client sends (protocols.md §3): `POST /get_cookie` for a
+`node_id`, `/get_available_tools` (plus `/get_json_schema_for_tools` with a bare
+array for tools listed without a schema), `/execute_tool {tool_name, arguments}`.
+A node keeps state per cookie, so each front session gets its own node session.
+
+Upstream 450 ("call again"): a call that came through the ToolServerNode front
+gets the 450 back with `next_calling` in gateway names (a listed tool's gateway
+name, or this backend's hidden relay tool with a one-use continuation token),
+so the client's own loop drives it; every other front waits while the backend
+follows `next_calling` itself, with backoff, until a result or the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from http.cookies import SimpleCookie
+from typing import Any
+
+import httpx
+import structlog
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from adapters.toolserver import codec
+from adapters.toolserver.nodes import SHARED, Continuation, Continuations, NodeSession, NodeSessions
+from gateway.catalog import validate_spec
+from gateway.errors import ErrorKind, GatewayError
+from gateway.model import CallContext, ToolSpec
+from gateway.routing import apply_routing
+from gateway.upstream import Upstream, UpstreamSettings, json_of
+
+log = structlog.get_logger("toolplex.toolserver")
+
+FRONT = "toolserver"  # CallContext.front of calls that came through the ToolServerNode front
+COOKIE = "node_id"
+RELAY_TOOLKIT = "Toolplex"
+RELAY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"continuation": {"type": "string", "minLength": 1, "maxLength": 128}},
+    "required": ["continuation"],
+    "additionalProperties": False,
+}
+RELEASE_TIMEOUT_S = 2.0
+MAX_FOLLOW_PAUSE_S = 3.0  # the XAgent client's own pause between retries
+SCHEMA_BATCH = 500
+LISTING_KEYS = ("available_tools", "tools_json")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+@dataclass(frozen=True)
+class Relay:
+    """Binding of the hidden tool that continues an upstream 450 by token."""
+
+    backend: str
+
+
+class _NoCookies(DefaultCookiePolicy):
+    """The pooled client keeps no cookie jar: each request carries its own session's cookie."""
+
+    def set_ok(self, cookie: Any, request: Any) -> bool:
+        return False
+
+
+def _safe(part: str) -> str:
+    return _UNSAFE.sub("_", part) or "_"
+
+
+def _node_id_of(response: httpx.Response) -> str | None:
+    for header in response.headers.get_list("set-cookie"):
+        jar: SimpleCookie = SimpleCookie()
+        with contextlib.suppress(Exception):
+            jar.load(header)
+        if COOKIE in jar and jar[COOKIE].value:
+            return jar[COOKIE].value
+    return None
+
+
+def _named(items: Any) -> list[dict[str, Any]]:
+    """The objects with a string `name` in what should be a list of them."""
+    if not isinstance(items, list):
+        return []
+    return [item for item in items if isinstance(item, dict) and isinstance(item.get("name"), str)]
+
+
+def _detail(response: httpx.Response) -> Any:
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body.get("detail") if isinstance(body, dict) else None
+
+
+class ToolServerBackend:
+    def __init__(self, name: str, settings: dict[str, Any]) -> None:
+        self.name = name
+        self.settings = settings
+        self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
+        self.upstream.client.cookies = httpx.Cookies(CookieJar(policy=_NoCookies()))
+        self.path = str(settings.get("path", "")).rstrip("/")
+        self.per_session = settings.get("sessions", "per_session") == "per_session"
+        self.api_key: str | None = settings.get("api_key")
+        self.forward_authorization = bool(settings.get("forward_authorization", False))
+        idle = float(settings.get("session_idle_s", 1800))
+        self.sessions = NodeSessions(int(settings.get("max_sessions", 1000)), idle)
+        self.continuations = Continuations(int(settings.get("max_sessions", 1000)) * 10, idle)
+        self.follow_max_calls = int(settings.get("follow_max_calls", 100))
+        self.follow_backoff_s = float(settings.get("follow_backoff_s", 0.2))
+        self.gateway_names: dict[str, str] = {}  # upstream tool name -> its gateway flat name
+        self.relay_name: str | None = None  # the relay's gateway flat name, None when routing drops it
+        self._releases: set[asyncio.Task[None]] = set()
+
+    # ---- sessions ----
+
+    def _key(self, session_id: str | None) -> str:
+        return session_id if (self.per_session and session_id) else SHARED
+
+    def _headers(self, node: NodeSession, authorization: str | None = None) -> dict[str, str]:
+        headers = {}
+        if node.node_id is not None:
+            headers["Cookie"] = f"{COOKIE}={node.node_id}"
+        if self.forward_authorization and authorization:
+            headers["Authorization"] = authorization
+        elif self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    async def _new_cookie(self, deadline: float) -> str | None:
+        """A fresh node session. Never re-sent once it may have arrived: a Manager starts a node per cookie."""
+        auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        response = await self.upstream.request("POST", f"{self.path}/get_cookie", deadline=deadline, headers=auth)
+        if response.status_code in (404, 405):  # the seed's spelling
+            response = await self.upstream.request("POST", f"{self.path}/get_cookies", deadline=deadline, headers=auth)
+        if response.status_code != 200:
+            raise self.upstream.unavailable(f"/get_cookie answered HTTP {response.status_code}")
+        return _node_id_of(response)  # a node without sessions sets none: tolerated
+
+    async def _node(self, key: str, deadline: float) -> NodeSession:
+        node, evicted = self.sessions.get(key)
+        for old in evicted:
+            self._release_later(old)
+        if not node.ready:
+            async with node.lock:
+                if not node.ready:
+                    node.node_id = await self._new_cookie(deadline)
+                    node.ready = True
+        return node
+
+    async def _renew(self, node: NodeSession, stale: str | None, deadline: float) -> None:
+        async with node.lock:
+            if node.node_id == stale:  # a concurrent call may have renewed it already
+                node.node_id = await self._new_cookie(deadline)
+                log.info("toolserver_session_renewed", backend=self.name)
+
+    async def _send(
+        self,
+        key: str,
+        path: str,
+        *,
+        deadline: float,
+        authorization: str | None = None,
+        headers: dict[str, str] | None = None,
+        idempotent: bool = False,
+        **kwargs: Any,
+    ) -> httpx.Response:
+        """POST in session `key`; a 403 `invalid node_id` (refused, so it did not run) renews the cookie once."""
+        node = await self._node(key, deadline)
+        for attempt in range(2):
+            stale = node.node_id
+            response = await self.upstream.request(
+                "POST",
+                f"{self.path}{path}",
+                deadline=deadline,
+                idempotent=idempotent,
+                headers={**(headers or {}), **self._headers(node, authorization)},
+                **kwargs,
+            )
+            detail = _detail(response) if response.status_code == 403 else None
+            if not (isinstance(detail, str) and detail.startswith("invalid node_id")):
+                return response
+            if attempt == 0:
+                await self._renew(node, stale, deadline)
+        raise self.upstream.unavailable("it refused a freshly issued node_id (403 invalid node_id)")
+
+    async def release_session(self, session_id: str) -> None:
+        """The front session ended: release its upstream node session too."""
+        if not self.per_session or not session_id:
+            return  # the shared session outlives every front session
+        self.continuations.forget_session(session_id)
+        node = self.sessions.pop(session_id)
+        if node is not None:
+            await self._release(node)
+
+    async def _release(self, node: NodeSession) -> None:
+        if node.node_id is None:
+            return
+        deadline = time.monotonic() + RELEASE_TIMEOUT_S
+        try:
+            await self.upstream.request(
+                "POST", f"{self.path}/release_session", deadline=deadline, headers=self._headers(node)
+            )
+        except GatewayError as exc:
+            log.info("toolserver_release_failed", backend=self.name, error=exc.failure.message)
+
+    def _release_later(self, node: NodeSession) -> None:
+        task = asyncio.get_running_loop().create_task(self._release(node))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    # ---- discovery ----
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.upstream.settings.total_timeout_s
+
+    async def _listing(self, path: str, body: Any, deadline: float) -> Any:
+        response = await self._send(SHARED, path, json=body, deadline=deadline, idempotent=True)
+        if response.status_code != 200:
+            raise self.upstream.unavailable(f"{path} answered HTTP {response.status_code}")
+        return json_of(self.upstream, response)
+
+    async def discover(self) -> list[ToolSpec]:
+        deadline = self._deadline()
+        data = await self._listing("/get_available_tools", {}, deadline)
+        if not isinstance(data, dict) or not any(isinstance(data.get(k), list) for k in LISTING_KEYS):
+            raise self.upstream.unavailable("/get_available_tools did not answer a ToolServerNode tool listing")
+        schemas = {t["name"]: t for t in _named(data.get("tools_json"))}
+        names = [n for n in data.get("available_tools") or [] if isinstance(n, str)]
+        listed = set(names)
+        names += [n for n in schemas if n not in listed]
+        missing = [n for n in names if n not in schemas]
+        for start in range(0, len(missing), SCHEMA_BATCH):
+            found = await self._listing("/get_json_schema_for_tools", missing[start : start + SCHEMA_BATCH], deadline)
+            for tool in _named(found.get("tools_json") if isinstance(found, dict) else None):
+                schemas.setdefault(tool["name"], tool)
+        envs = [e["name"] for e in _named(data.get("available_envs"))]
+        specs = self._specs(names, schemas, envs)
+        self._learn_names(specs)
+        return specs
+
+    def _split(self, tool: str, envs: list[str]) -> tuple[str, str]:
+        """`<EnvName>_<method>` -> (toolkit, name), so the gateway's flat name is the upstream's own."""
+        for env in sorted(envs, key=len, reverse=True):
+            if tool.startswith(f"{env}_") and len(tool) > len(env) + 1:
+                return _safe(env), _safe(tool[len(env) + 1 :])
+        head, sep, rest = tool.partition("_")
+        if sep and head and rest:
+            return _safe(head), _safe(rest)
+        return _safe(self.name), _safe(tool)
+
+    def _specs(self, names: list[str], schemas: dict[str, dict[str, Any]], envs: list[str]) -> list[ToolSpec]:
+        source = f"backend {self.name!r} ({self.upstream.settings.url})"
+        specs: list[ToolSpec] = []
+        seen: set[str] = set()
+        for tool in names:
+            toolkit, name = self._split(tool, envs)
+            described = schemas.get(tool) or {}
+            spec = ToolSpec(
+                toolkit=toolkit,
+                name=name,
+                version="1.0.0",
+                description=str(described.get("description") or ""),
+                input_schema=self._schema(tool, described.get("parameters")),
+                backend=self.name,
+                language="remote",
+                source=source,
+                binding=tool,
+            )
+            problems = validate_spec(spec)
+            if problems or spec.flat_name in seen:
+                log.warning("toolserver_tool_skipped", backend=self.name, tool=tool, problems=problems or ["duplicate"])
+                continue
+            seen.add(spec.flat_name)
+            specs.append(spec)
+        relay = ToolSpec(
+            toolkit=RELAY_TOOLKIT,
+            name=f"continue_{_safe(self.name)}",
+            version="1.0.0",
+            description=f"Continues a call that upstream {self.name!r} answered with 450 (call again)",
+            input_schema=RELAY_SCHEMA,
+            visible=False,
+            backend=self.name,
+            language="remote",
+            source=source,
+            binding=Relay(self.name),
+        )
+        if not validate_spec(relay):
+            specs.append(relay)
+        return specs
+
+    def _schema(self, tool: str, parameters: Any) -> dict[str, Any]:
+        if not isinstance(parameters, dict):
+            return {"type": "object", "properties": {}}
+        try:
+            Draft202012Validator.check_schema(parameters)
+        except SchemaError as exc:
+            log.warning("toolserver_schema_invalid", backend=self.name, tool=tool, error=exc.message)
+            return {"type": "object", "properties": {}}
+        return {**parameters, "type": "object"}
+
+    def _learn_names(self, specs: list[ToolSpec]) -> None:
+        """The gateway names of this backend's tools after routing, to translate `next_calling`."""
+        routed = apply_routing(specs, {**self.settings, "name": self.name})
+        self.gateway_names = {s.binding: s.flat_name for s in routed if isinstance(s.binding, str)}
+        relays = [s for s in routed if isinstance(s.binding, Relay)]
+        self.relay_name = relays[0].flat_name if relays and validate_spec(relays[0]) == [] else None
+
+    # ---- calls ----
+
+    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+        key = self._key(context.session_id)
+        deadline = context.deadline if context.deadline is not None else self._deadline()
+        if isinstance(spec.binding, Relay):
+            continuation = self.continuations.take(str(arguments.get("continuation")), key)
+            if continuation is None:
+                raise GatewayError.of(
+                    ErrorKind.NOT_FOUND,
+                    "The continuation is unknown, expired, already used or belongs to another session",
+                )
+            tool, arguments = continuation.tool, continuation.arguments
+        else:
+            tool = spec.binding
+        response = await self._execute(key, tool, arguments, context, deadline)
+        follows = 0
+        while response.status_code == codec.RETRY_STATUS:
+            tool, arguments = self._next_calling(response)
+            pending = self._pending(key, tool, arguments) if context.front == FRONT else None
+            if pending is not None:
+                raise pending
+            follows += 1
+            if follows > self.follow_max_calls:
+                raise GatewayError.of(
+                    ErrorKind.DEADLINE,
+                    f"Upstream {self.name!r} still asked to call again after {self.follow_max_calls} calls",
+                    can_retry=True,
+                )
+            pause = min(self.follow_backoff_s * 2 ** (follows - 1), MAX_FOLLOW_PAUSE_S)
+            await asyncio.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+            response = await self._execute(key, tool, arguments, context, deadline)
+        return self._result(response, tool)
+
+    async def _execute(
+        self, key: str, tool: str, arguments: dict[str, Any], context: CallContext, deadline: float
+    ) -> httpx.Response:
+        body = {"tool_name": tool, "arguments": arguments}
+        return await self._send(
+            key, "/execute_tool", json=body, deadline=deadline, authorization=context.client_authorization
+        )
+
+    def _next_calling(self, response: httpx.Response) -> tuple[str, dict[str, Any]]:
+        detail = _detail(response)
+        if (
+            not isinstance(detail, dict)
+            or detail.get("type") != "retry"
+            or not isinstance(detail.get("next_calling"), str)
+            or not isinstance(detail.get("arguments", {}), dict)
+        ):
+            raise self.upstream.unavailable("it answered 450 without a 'retry' detail naming next_calling")
+        return detail["next_calling"], detail.get("arguments") or {}
+
+    def _pending(self, key: str, tool: str, arguments: dict[str, Any]) -> GatewayError | None:
+        """The 450 for the ToolServerNode front, `next_calling` in the gateway's names; None when it has none."""
+        name = self.gateway_names.get(tool)
+        if name is None:
+            if self.relay_name is None:  # routing dropped the relay: the backend follows instead
+                return None
+            token = self.continuations.add(Continuation(key=key, tool=tool, arguments=arguments))
+            name, arguments = self.relay_name, {"continuation": token}
+        return GatewayError.of(
+            ErrorKind.PENDING,
+            f"Upstream {self.name!r} has not finished; call {name} to continue",
+            can_retry=True,
+            details={"next_calling": name, "arguments": arguments},
+        )
+
+    def _result(self, response: httpx.Response, tool: str) -> Any:
+        status = response.status_code
+        if status == 200:
+            try:
+                return codec.unwrap_result(json_of(self.upstream, response))
+            except ValueError as exc:
+                self.upstream.breaker.failure()
+                raise self.upstream.unavailable(f"/execute_tool answered {exc}, not a ToolServerNode result") from None
+        if status in (502, 503, 504):
+            raise self.upstream.unavailable(f"it answered HTTP {status}: {str(_detail(response))[:200]}")
+        if status == 401:
+            raise self.upstream.unavailable("it refused the gateway's credentials (401)")
+        detail = _detail(response)
+        if detail is None:
+            json_of(self.upstream, response)  # raises for a body that is not JSON
+            self.upstream.breaker.failure()
+            raise self.upstream.unavailable(f"it answered HTTP {status} without a FastAPI 'detail'")
+        message = detail if isinstance(detail, str) else str(detail)[:1000]
+        if status == 404:
+            if detail == "Not Found":  # the framework's own 404: no /execute_tool at this path
+                raise self.upstream.unavailable(f"{self.path}/execute_tool does not exist there (404)")
+            raise GatewayError.of(ErrorKind.NOT_FOUND, message, details={"upstream_tool": tool})
+        if status == 422:
+            problems = codec.parameter_errors_of(detail) if isinstance(detail, list) else {}
+            listed = "; ".join(f"{k}: {v}" for k, v in problems.items())
+            raise GatewayError.of(
+                ErrorKind.INVALID_ARGUMENTS,
+                f"Invalid arguments for {tool}: {listed or message}",
+                parameter_errors=problems or None,
+            )
+        if status == 413:
+            raise GatewayError.of(ErrorKind.TOO_LARGE, message)
+        if status == 403:
+            raise GatewayError.of(ErrorKind.FORBIDDEN, message)
+        if status == 500:
+            raise GatewayError.of(ErrorKind.TOOL_FAILED, message)
+        raise self.upstream.unavailable(f"it answered HTTP {status}: {message[:200]}")
+
+    # ---- file passthrough (the front's /upload_file, /download_file, workspace endpoints) ----
+
+    async def forward(
+        self,
+        session_id: str | None,
+        path: str,
+        content: bytes,
+        content_type: str | None,
+        authorization: str | None = None,
+    ) -> httpx.Response:
+        """Send one workspace request as it came, to the node of the front session."""
+        headers = {"Content-Type": content_type} if content_type else {}
+        response = await self._send(
+            self._key(session_id),
+            path,
+            content=content,
+            headers=headers,
+            deadline=self._deadline(),
+            authorization=authorization,
+        )
+        if response.status_code in (502, 503, 504):
+            raise self.upstream.unavailable(f"it answered HTTP {response.status_code}")
+        return response
+
+    async def close(self) -> None:
+        nodes = self.sessions.drain()
+        pending = [*self._releases, *(asyncio.ensure_future(self._release(n)) for n in nodes)]
+        if pending:
+            await asyncio.wait(pending, timeout=RELEASE_TIMEOUT_S)
+            for task in pending:
+                task.cancel()
+        await self.upstream.close()
