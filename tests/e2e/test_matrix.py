@@ -1,9 +1,10 @@
 """Every upstream kind through every front, and every upstream fault through every front.
 
 One real `toolplex serve` fronts real upstream processes on loopback: an OpenTool
-server, a REST service, a real Arcade worker (arcade-serve + arcade-math), and
-misbehaving servers; each tool is called through OpenTool, OXP, ToolServerNode and
-JSON-RPC as a client of that protocol would.
+server, a REST service, a real Arcade worker (arcade-serve + arcade-math), a
+ToolServerNode, another `toolplex serve` reached over OXP, TypeScript tools in the
+Node sidecar, and misbehaving servers; each tool is called through OpenTool, OXP,
+ToolServerNode and JSON-RPC as a client of that protocol would.
 """
 
 from __future__ import annotations
@@ -22,26 +23,45 @@ from tests.e2e.front_clients import EXPECTED_CODES, FRONTS
 from tests.support import ROOT, free_port, gateway_process, python_server, server_process
 from tests.upstreams.opentool_server import DOCUMENT
 from tests.upstreams.test_arcade import ARCADE_PYTHON, SECRET
+from tests.upstreams.test_toolserver_upstream import FAULT_LISTING
 
 CALLS: list[tuple[str, dict[str, Any], Any]] = [
     ("Math_Add", {"a": 2, "b": 3}, 5),  # in-process Python
     ("GeoTools_echo", {"message": "hi"}, {"echo": "hi", "headers": {"authorization": None}}),  # OpenTool
     ("Library_GetBook", {"book_id": "7"}, {"id": "7", "fields": ["title"], "title": "Book 7"}),  # plain HTTP
     ("Arcade_Add", {"a": "10", "b": "5"}, "15"),  # Arcade worker
+    ("EchoEnv_add", {"a": 2, "b": 3}, 5),  # XAgent ToolServerNode
+    ("Inner_WordCount", {"text": "one two three"}, 3),  # another Toolplex, over OXP
+    ("Url_Resolve", {"base": "https://a.example/x/y", "reference": "../z"}, {"href": "https://a.example/z"}),  # TS
 ]
+INNER_CONFIG = """
+fronts: {opentool: {enabled: false}, toolserver: {enabled: false}, jsonrpc: {enabled: false}}
+backends:
+  - {name: text, kind: python, module: "adapters.python.toolkits.text:toolkit"}
+"""
 
 
 @contextlib.contextmanager
-def upstreams() -> Iterator[dict[str, int]]:
+def upstreams(workdir: Path) -> Iterator[dict[str, int]]:
     subprocess.run([str(ROOT / "tests" / "upstreams" / "install_arcade.sh")], check=True, timeout=600)
+    inner = workdir / "inner.yaml"
+    inner.write_text(INNER_CONFIG)
     arcade_port = free_port()
     arcade = [str(ARCADE_PYTHON), "tests/upstreams/arcade_worker.py", "--port", str(arcade_port), "--secret", SECRET]
     with (
         python_server("tests.upstreams.opentool_server") as opentool_port,
         python_server("tests.upstreams.rest_server") as rest_port,
         server_process(arcade, arcade_port, env={"ARCADE_USAGE_TRACKING": "0"}, timeout=60),
+        python_server("tests.upstreams.toolserver_node") as node_port,
+        gateway_process(inner) as inner_base,
     ):
-        yield {"opentool": opentool_port, "rest": rest_port, "arcade": arcade_port}
+        yield {
+            "opentool": opentool_port,
+            "rest": rest_port,
+            "arcade": arcade_port,
+            "node": node_port,
+            "inner": int(inner_base.rsplit(":", 1)[1]),
+        }
 
 
 def config_for(ports: dict[str, int]) -> str:
@@ -59,13 +79,17 @@ backends:
         path: "/books/{{book_id}}"
         input_schema: {{type: object, properties: {{book_id: {{type: string}}}}}}
   - {{name: arcade, kind: arcade, url: "http://127.0.0.1:{ports["arcade"]}", secret: "{SECRET}", toolkit: Arcade}}
+  - {{name: node, kind: toolserver, url: "http://127.0.0.1:{ports["node"]}", include: [add]}}
+  - {{name: inner, kind: oxp, url: "http://127.0.0.1:{ports["inner"]}", toolkit: Inner}}
+  - {{name: url, kind: typescript, modules: [config/typescript/url.ts]}}
 """
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with upstreams() as ports:
-        path = tmp_path_factory.mktemp("matrix") / "gateway.yaml"
+    workdir = tmp_path_factory.mktemp("matrix")
+    with upstreams(workdir) as ports:
+        path = workdir / "gateway.yaml"
         path.write_text(config_for(ports))
         with gateway_process(path) as base:
             yield base
@@ -80,26 +104,52 @@ def test_every_kind_through_every_front(gateway: str, front: str, tool: str, arg
     assert answer.value == expected
 
 
-FAULTS = [("hang", "deadline_exceeded"), ("html", "upstream_unavailable"), ("reset", "upstream_unavailable")]
+FAULTS = [
+    ("hang", "deadline_exceeded"),  # accepts, never answers
+    ("slow", "deadline_exceeded"),  # answers after the deadline
+    ("reset", "upstream_unavailable"),  # resets mid-body
+    ("html", "upstream_unavailable"),  # an HTML page
+    ("error500", "upstream_unavailable"),  # 500 with a body of no protocol
+    ("wrong", "upstream_unavailable"),  # a valid JSON body of another protocol
+]
+ECHO_DEFINITION = {
+    "id": "Echo.Echo@1.0.0",
+    "name": "Echo_Echo",
+    "description": "Echo a message",
+    "version": "1.0.0",
+    "input_schema": {"type": "object", "properties": {"message": {"type": "string"}}},
+    "output_schema": None,
+    "requirements": {},
+}
+# What each upstream kind's discovery gets from the faulty server, and the tool that then misbehaves.
+DISCOVERY = {
+    "opentool": (DOCUMENT, "GeoTools_echo"),
+    "oxp": ({"items": [ECHO_DEFINITION]}, "Echo_Echo"),
+    "toolserver": (FAULT_LISTING, "EchoEnv_echo"),
+}
 
 
+@pytest.mark.parametrize("upstream", sorted(DISCOVERY))
 @pytest.mark.parametrize(("mode", "kind"), FAULTS)
-def test_faults_in_every_front(tmp_path: Path, mode: str, kind: str) -> None:
+def test_faults_in_every_front(tmp_path: Path, upstream: str, mode: str, kind: str) -> None:
+    listing, tool = DISCOVERY[upstream]
     document = tmp_path / "document.json"
-    document.write_text(json.dumps(DOCUMENT))
+    document.write_text(json.dumps(listing))
     refused = free_port()
-    with python_server("tests.upstreams.faulty_server", "--mode", mode, "--document", str(document)) as port:
+    fault = ["--mode", mode, "--document", str(document), "--delay", "3"]
+    with python_server("tests.upstreams.faulty_server", *fault) as port:
         config = tmp_path / "gateway.yaml"
         config.write_text(
             "limits: {default_timeout_s: 1}\n"
             "backends:\n"
-            f"  - {{name: bad, kind: opentool, url: 'http://127.0.0.1:{port}', retries: 0}}\n"
+            f"  - {{name: bad, kind: {upstream}, url: 'http://127.0.0.1:{port}', retries: 0}}\n"
             f"  - {{name: gone, kind: http, url: 'http://127.0.0.1:{refused}', toolkit: Gone, retries: 0,"
             " tools: [{name: Get, path: /x}]}\n"
         )
         with gateway_process(config) as base, httpx.Client(base_url=base, timeout=30) as http:
+            assert {b["name"]: b["state"] for b in http.get("/readyz").json()["backends"]}["bad"] == "up"
             for front, call in sorted(FRONTS.items()):
-                answer = call(http, "GeoTools_echo", {"message": "x"})
+                answer = call(http, tool, {"message": "x"})
                 assert not answer.ok and answer.code == EXPECTED_CODES[kind][front], (front, answer)
                 refused_answer = call(http, "Gone_Get", {})
                 assert refused_answer.code == EXPECTED_CODES["upstream_unavailable"][front], (front, refused_answer)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +23,19 @@ README = ROOT / "README.md"
 BLOCK = re.compile(r"```sh\n(.*?)```", re.S)
 
 
+def _complete(command: str) -> bool:
+    """A command is complete when bash can parse it alone (quotes, loops and continuations closed)."""
+    if command.endswith("\\"):
+        return False
+    try:
+        shlex.split(command)
+    except ValueError:
+        return False
+    return subprocess.run(["bash", "-n", "-c", command], capture_output=True, timeout=10).returncode == 0
+
+
 def commands(block: str) -> list[tuple[str, str | None]]:
-    """(command, expected JSON or None) pairs; continuation lines are joined."""
+    """(command, expected JSON or None) pairs; continuation lines and multi-line quotes are joined."""
     out: list[tuple[str, str | None]] = []
     current = ""
     for line in block.splitlines():
@@ -33,35 +46,55 @@ def commands(block: str) -> list[tuple[str, str | None]]:
             continue
         elif line.strip() and not line.startswith("#"):
             current = line
-        if current and not current.endswith("\\"):
+        if current and _complete(current):
             out.append((current, None))
             current = ""
     return out
 
 
+VARYING = {"duration", "durationMs", "duration_ms", "iso", "unix", "call_id", "callId"}
+
+
+def steady(value: Any) -> Any:
+    """The answer without what differs from run to run (timings, clocks, generated ids)."""
+    if isinstance(value, dict):
+        return {k: steady(v) for k, v in value.items() if k not in VARYING}
+    if isinstance(value, list):
+        return [steady(v) for v in value]
+    return value
+
+
 def curl_blocks() -> list[list[tuple[str, str | None]]]:
-    blocks = [commands(b) for b in BLOCK.findall(README.read_text())]
-    return [b for b in blocks if any(cmd.lstrip().startswith("curl") for cmd, _ in b)]
+    """Blocks that use curl against the default configuration (a first line `# needs ...` opts out)."""
+    blocks = [b for b in BLOCK.findall(README.read_text()) if not b.startswith("# needs ")]
+    parsed = [commands(b) for b in blocks]
+    return [b for b in parsed if any(cmd.lstrip().startswith("curl") for cmd, _ in b)]
 
 
 def test_readme_has_curl_examples() -> None:
-    assert len(curl_blocks()) >= 2
+    assert len(curl_blocks()) >= 5
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_curl_examples_work_as_printed(tmp_path: Path) -> None:
     with gateway_process(DEFAULT_CONFIG) as base:
         port = base.rsplit(":", 1)[1]
-        for block in curl_blocks():
-            for command, expected in block:
-                if not command.lstrip().startswith(("curl", "TOKEN=", "export ")):
-                    continue
-                script = command.replace("127.0.0.1:8080", f"127.0.0.1:{port}")
-                result = subprocess.run(
-                    ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=90
+        for number, block in enumerate(curl_blocks()):
+            # One script per block, so variables and cookie jars carry from one command to the next;
+            # each command's output goes to its own file to be checked afterwards.
+            script = ["set -euo pipefail"]
+            for index, (command, _) in enumerate(block):
+                local = command.replace("127.0.0.1:8080", f"127.0.0.1:{port}").replace(
+                    ".venv/bin/", f"{ROOT}/.venv/bin/"
                 )
-                assert result.returncode == 0, f"{command}\n{result.stderr}"
+                script.append(f"{{\n{local}\n}} > out-{number}-{index}.txt")
+            result = subprocess.run(
+                ["bash", "-c", "\n".join(script)], cwd=tmp_path, capture_output=True, text=True, timeout=180
+            )
+            assert result.returncode == 0, f"block {number}: {block}\n{result.stderr}"
+            for index, (command, expected) in enumerate(block):
+                output = (tmp_path / f"out-{number}-{index}.txt").read_text()
                 if command.lstrip().startswith("curl"):
-                    assert result.stdout.strip(), f"no output from: {command}"
+                    assert output.strip(), f"no output from: {command}"
                 if expected is not None:
-                    assert json.loads(result.stdout) == json.loads(expected), command
+                    assert steady(json.loads(output)) == steady(json.loads(expected)), command
