@@ -32,10 +32,12 @@ CALLS: list[tuple[str, dict[str, Any], Any]] = [
     ("Arcade_Add", {"a": "10", "b": "5"}, "15"),  # Arcade worker
     ("EchoEnv_add", {"a": 2, "b": 3}, 5),  # XAgent ToolServerNode
     ("Inner_WordCount", {"text": "one two three"}, 3),  # another Toolplex, over OXP
+    ("InnerOT_Text_WordCount", {"text": "one two"}, 2),  # ... over OpenTool
+    ("Text_WordCount", {"text": "a b c d"}, 4),  # ... over its ToolServerNode front
     ("Url_Resolve", {"base": "https://a.example/x/y", "reference": "../z"}, {"href": "https://a.example/z"}),  # TS
 ]
 INNER_CONFIG = """
-fronts: {opentool: {enabled: false}, toolserver: {enabled: false}, jsonrpc: {enabled: false}}
+fronts: {jsonrpc: {enabled: false}}
 backends:
   - {name: text, kind: python, module: "adapters.python.toolkits.text:toolkit"}
 """
@@ -81,6 +83,8 @@ backends:
   - {{name: arcade, kind: arcade, url: "http://127.0.0.1:{ports["arcade"]}", secret: "{SECRET}", toolkit: Arcade}}
   - {{name: node, kind: toolserver, url: "http://127.0.0.1:{ports["node"]}", include: [add]}}
   - {{name: inner, kind: oxp, url: "http://127.0.0.1:{ports["inner"]}", toolkit: Inner}}
+  - {{name: inner_ot, kind: opentool, url: "http://127.0.0.1:{ports["inner"]}", toolkit: InnerOT}}
+  - {{name: inner_tsn, kind: toolserver, url: "http://127.0.0.1:{ports["inner"]}"}}
   - {{name: url, kind: typescript, modules: [config/typescript/url.ts]}}
 """
 
