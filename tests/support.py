@@ -12,11 +12,14 @@ import textwrap
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from gateway.app import create_app
 from gateway.config import parse_config
+from gateway.model import Call, Outcome
+from gateway.runtime import Gateway
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = ROOT / "config" / "gateway.yaml"
@@ -46,6 +49,18 @@ async def asgi_client(config_yaml: str, env: dict[str, str] | None = None) -> As
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=30) as client:
             client.app = app  # type: ignore[attr-defined]
             yield client
+
+
+async def started_gateway(config_yaml: str) -> Gateway:
+    """A Gateway (no HTTP) whose backends are started; the caller closes it."""
+    gateway = Gateway(parse_config(textwrap.dedent(config_yaml), "test.yaml", env=dict(os.environ)))
+    await gateway.start()
+    return gateway
+
+
+async def call_tool(gateway: Gateway, tool: str, arguments: dict[str, Any] | None = None, **fields: Any) -> Outcome:
+    """One call through the dispatch core, as a front would make it."""
+    return await gateway.dispatcher.call(Call(tool, arguments or {}, **fields))
 
 
 def wait_for_http(url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
@@ -88,13 +103,18 @@ def gateway_process(
         wait_for_http(f"{base}/healthz", process)
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        stop(process)
         log.close()
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate, then kill if it does not exit in time; always reaped."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
@@ -122,12 +142,7 @@ def server_process(
             wait_for_port(port, process, timeout=timeout)
             yield port
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+            stop(process)
 
 
 @contextlib.contextmanager

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from pydantic import ValidationError
 
 from adapters.opentool.document import DocumentError, document_specs, parse_document
 from adapters.python.decorator import PythonTool, Toolkit, camel_case, tool_of
@@ -186,17 +185,7 @@ class PythonBackend:
         raise GatewayError.of(ErrorKind.INTERNAL, f"Tool {spec.flat_name} has no Python binding")
 
     async def _invoke_decorated(self, declared: PythonTool, arguments: dict[str, Any], context: CallContext) -> Any:
-        try:
-            kwargs = declared.schemas.arguments(arguments)
-        except ValidationError as exc:
-            problems = {".".join(str(p) for p in e["loc"]) or "(arguments)": e["msg"] for e in exc.errors()}
-            raise GatewayError.of(
-                ErrorKind.INVALID_ARGUMENTS,
-                "Invalid arguments: " + "; ".join(f"{k}: {v}" for k, v in problems.items()),
-                parameter_errors=problems,
-            ) from None
-        if declared.schemas.context_param:
-            kwargs[declared.schemas.context_param] = context
+        kwargs = declared.keyword_arguments(arguments, context)
         value = await self._run(declared.func, context, **kwargs)
         return declared.schemas.output(value)
 

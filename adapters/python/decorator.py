@@ -8,8 +8,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from adapters.python.schema import SignatureSchemas
-from gateway.model import AuthorizationRequirement, Requirements
+from gateway.errors import ErrorKind, GatewayError
+from gateway.model import AuthorizationRequirement, CallContext, Requirements
 
 F = TypeVar("F", bound=Callable[..., Any])
 ATTRIBUTE = "__toolplex_tool__"
@@ -40,6 +43,21 @@ class PythonTool:
     @property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.func)
+
+    def keyword_arguments(self, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        """The function's keyword arguments: validated, nested objects built, the call context injected."""
+        try:
+            kwargs = self.schemas.arguments(arguments)
+        except ValidationError as exc:
+            problems = {".".join(str(p) for p in e["loc"]) or "(arguments)": e["msg"] for e in exc.errors()}
+            raise GatewayError.of(
+                ErrorKind.INVALID_ARGUMENTS,
+                "Invalid arguments: " + "; ".join(f"{k}: {v}" for k, v in problems.items()),
+                parameter_errors=problems,
+            ) from None
+        if self.schemas.context_param:
+            kwargs[self.schemas.context_param] = context
+        return kwargs
 
 
 def tool(

@@ -26,7 +26,6 @@ import types
 from typing import IO, Any
 
 import orjson
-from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from adapters.python.backend import decorated_functions
@@ -167,17 +166,7 @@ class Worker:
         style = binding["style"]
         if style == "decorated":
             declared = self.decorated[binding["name"]]
-            try:
-                kwargs = declared.schemas.arguments(arguments)
-            except ValidationError as exc:
-                problems = {".".join(str(p) for p in e["loc"]) or "(arguments)": e["msg"] for e in exc.errors()}
-                raise GatewayError.of(
-                    ErrorKind.INVALID_ARGUMENTS,
-                    "Invalid arguments: " + "; ".join(f"{k}: {v}" for k, v in problems.items()),
-                    parameter_errors=problems,
-                ) from None
-            if declared.schemas.context_param:
-                kwargs[declared.schemas.context_param] = context
+            kwargs = declared.keyword_arguments(arguments, context)
             return declared.schemas.output(self._settle(declared.func(**kwargs)))
         if style == "info":
             return to_jsonable_python(self._settle(self.target.tool_function(**arguments)))

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,10 +17,10 @@ import pytest
 
 from gateway.config import parse_config
 from gateway.errors import ConfigError, ErrorKind
-from gateway.model import Call, CallContext, Outcome
+from gateway.model import CallContext
 from gateway.runtime import Gateway
 from tests.isolation.processes import children_of, eventually, running, wait_until
-from tests.support import ROOT, free_port, wait_for_http
+from tests.support import ROOT, call_tool, free_port, started_gateway, wait_for_http
 
 BAD = "tests.isolation.misbehaving:toolkit"
 CONFIG = f"""
@@ -31,27 +30,17 @@ backends:
 """
 
 
-async def started(config: str) -> Gateway:
-    gateway = Gateway(parse_config(textwrap.dedent(config)))
-    await gateway.start()
-    return gateway
-
-
 @pytest.fixture
 async def gateway() -> AsyncIterator[Gateway]:
-    gw = await started(CONFIG)
+    gw = await started_gateway(CONFIG)
     try:
         yield gw
     finally:
         await gw.close()
 
 
-async def call(gw: Gateway, tool: str, arguments: dict | None = None, **fields: object) -> Outcome:
-    return await gw.dispatcher.call(Call(tool, arguments or {}, **fields))  # type: ignore[arg-type]
-
-
 async def worker_pid(gw: Gateway) -> int:
-    outcome = await call(gw, "Bad_Pid")
+    outcome = await call_tool(gw, "Bad_Pid")
     assert outcome.ok, outcome.error
     return int(outcome.value)
 
@@ -62,9 +51,9 @@ async def test_calls_run_in_one_reused_worker_process(gateway: Gateway) -> None:
     assert await worker_pid(gateway) == first  # pooled: the same process serves the next call
 
     context = CallContext(session_id="s-1", message_id="m-1")
-    echoed = await call(gateway, "Bad_Echo", {"text": "hi"}, context=context)
+    echoed = await call_tool(gateway, "Bad_Echo", {"text": "hi"}, context=context)
     assert echoed.value == {"text": "hi", "session_id": "s-1", "call_id": context.call_id}  # print() did not interfere
-    doubled = await call(gateway, "Bad_Async", {"n": 21})
+    doubled = await call_tool(gateway, "Bad_Async", {"n": 21})
     assert doubled.value == 42
     assert await worker_pid(gateway) == first
 
@@ -84,7 +73,7 @@ async def test_a_misbehaving_tool_fails_its_call_only(
 ) -> None:
     before = await worker_pid(gateway)
 
-    outcome = await call(gateway, tool, arguments)
+    outcome = await call_tool(gateway, tool, arguments)
 
     assert outcome.error is not None
     assert outcome.error.kind is ErrorKind.TOOL_FAILED
@@ -92,50 +81,50 @@ async def test_a_misbehaving_tool_fails_its_call_only(
     assert await eventually(lambda: not running(before)), "the broken worker is still running"
     after = await worker_pid(gateway)  # the pool replaced the worker
     assert after != before and running(after)
-    assert (await call(gateway, "Math_Add", {"a": 2, "b": 3})).value == 5  # the gateway keeps serving
+    assert (await call_tool(gateway, "Math_Add", {"a": 2, "b": 3})).value == 5  # the gateway keeps serving
 
 
 async def test_the_wall_deadline_kills_the_worker(gateway: Gateway) -> None:
     before = await worker_pid(gateway)
 
-    outcome = await call(gateway, "Bad_Sleep", {"seconds": 60}, timeout=0.5)
+    outcome = await call_tool(gateway, "Bad_Sleep", {"seconds": 60}, timeout=0.5)
 
     assert outcome.error is not None and outcome.error.kind is ErrorKind.DEADLINE
     assert not running(before), "the deadline answer came before the worker was gone"
-    assert (await call(gateway, "Bad_Sleep", {"seconds": 0})).value == 0
+    assert (await call_tool(gateway, "Bad_Sleep", {"seconds": 0})).value == 0
     assert await worker_pid(gateway) != before
 
 
 async def test_ordinary_failures_keep_the_worker(gateway: Gateway) -> None:
     before = await worker_pid(gateway)
 
-    refused = await call(gateway, "Bad_Refuse")
+    refused = await call_tool(gateway, "Bad_Refuse")
     assert refused.error is not None
     assert (refused.error.kind, refused.error.message) == (ErrorKind.TOOL_FAILED, "No, not today")
     assert refused.error.developer_message == "Refuse always refuses"
     assert (refused.error.can_retry, refused.error.retry_after_ms) == (True, 250)
 
-    buggy = await call(gateway, "Bad_Buggy")
+    buggy = await call_tool(gateway, "Bad_Buggy")
     assert buggy.error is not None and buggy.error.kind is ErrorKind.INTERNAL
     assert buggy.call_id in buggy.error.message and "KeyError" not in buggy.error.message
 
-    odd = await call(gateway, "Bad_Unencodable")
+    odd = await call_tool(gateway, "Bad_Unencodable")
     assert odd.error is not None and odd.error.kind is ErrorKind.TOOL_FAILED
     assert "not JSON" in odd.error.message
 
-    invalid = await call(gateway, "Bad_Sleep", {"seconds": "long"})
+    invalid = await call_tool(gateway, "Bad_Sleep", {"seconds": "long"})
     assert invalid.error is not None and invalid.error.kind is ErrorKind.INVALID_ARGUMENTS
 
     assert await worker_pid(gateway) == before
 
 
 async def test_the_pool_runs_at_most_pool_size_calls_at_once() -> None:
-    gw = await started(f"""
+    gw = await started_gateway(f"""
         backends:
           - {{name: bad, kind: python, module: "{BAD}", isolation: process, pool_size: 2}}
         """)
     try:
-        outcomes = await asyncio.gather(*(call(gw, "Bad_SlowPid", {"seconds": 0.3}) for _ in range(4)))
+        outcomes = await asyncio.gather(*(call_tool(gw, "Bad_SlowPid", {"seconds": 0.3}) for _ in range(4)))
         pids = {o.value for o in outcomes}
         assert all(o.ok for o in outcomes)
         assert len(pids) == 2  # two calls at a time, each in its own process; the other two reused them
@@ -150,12 +139,12 @@ async def test_the_pool_runs_at_most_pool_size_calls_at_once() -> None:
     ids=["seed-002-module", "seed-000-tool-object"],
 )
 async def test_the_other_tool_styles_run_isolated_too(module: str, tool: str) -> None:
-    gw = await started(f"""
+    gw = await started_gateway(f"""
         backends:
           - {{name: other, kind: python, module: "{module}", isolation: process}}
         """)
     try:
-        outcome = await call(gw, tool, {"tag": "x"})
+        outcome = await call_tool(gw, tool, {"tag": "x"})
         assert outcome.ok, outcome.error
         assert outcome.value["tag"] == "x" and outcome.value["pid"] != os.getpid()
         assert outcome.value["pid"] in gw.backends["other"].pool.pids  # type: ignore[attr-defined]
@@ -164,12 +153,12 @@ async def test_the_other_tool_styles_run_isolated_too(module: str, tool: str) ->
 
 
 async def test_closing_the_gateway_kills_busy_and_idle_workers() -> None:
-    gw = await started(f"""
+    gw = await started_gateway(f"""
         backends:
           - {{name: bad, kind: python, module: "{BAD}", isolation: process, pool_size: 2}}
         """)
     pool = gw.backends["bad"].pool  # type: ignore[attr-defined]
-    busy_call = asyncio.create_task(call(gw, "Bad_Sleep", {"seconds": 60}))
+    busy_call = asyncio.create_task(call_tool(gw, "Bad_Sleep", {"seconds": 60}))
     try:
         assert await eventually(lambda: pool.busy == 1), "the long call did not start"
         idle = await worker_pid(gw)  # the first worker is busy, so this one is new, then idle

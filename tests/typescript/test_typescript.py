@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,10 +16,10 @@ import pytest
 
 from gateway.config import parse_config
 from gateway.errors import ConfigError, ErrorKind, GatewayError
-from gateway.model import Call, CallContext, Outcome
+from gateway.model import CallContext
 from gateway.runtime import Gateway
 from tests.isolation.processes import children_of, eventually, running, wait_until
-from tests.support import DEFAULT_CONFIG, ROOT, asgi_client, free_port, wait_for_http
+from tests.support import DEFAULT_CONFIG, ROOT, asgi_client, call_tool, free_port, started_gateway, wait_for_http
 
 TOOLS = ROOT / "tests" / "typescript" / "tools"
 URL_TOOLKIT = ROOT / "config" / "typescript" / "url.ts"
@@ -34,27 +33,17 @@ backends:
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
 
 
-async def started(config: str) -> Gateway:
-    gateway = Gateway(parse_config(textwrap.dedent(config)))
-    await gateway.start()
-    return gateway
-
-
 @pytest.fixture
 async def gateway() -> AsyncIterator[Gateway]:
-    gw = await started(CONFIG)
+    gw = await started_gateway(CONFIG)
     try:
         yield gw
     finally:
         await gw.close()
 
 
-async def call(gw: Gateway, tool: str, arguments: dict | None = None, **fields: object) -> Outcome:
-    return await gw.dispatcher.call(Call(tool, arguments or {}, **fields))  # type: ignore[arg-type]
-
-
 async def sidecar_pid(gw: Gateway) -> int:
-    outcome = await call(gw, "BadTs_Pid")
+    outcome = await call_tool(gw, "BadTs_Pid")
     assert outcome.ok, outcome.error
     return int(outcome.value)
 
@@ -75,7 +64,7 @@ async def test_tools_are_discovered_with_schemas_from_zod(gateway: Gateway) -> N
 
 async def test_calls_reach_the_tool_with_their_context(gateway: Gateway) -> None:
     context = CallContext(session_id="s-1", message_id="m-1")
-    outcome = await call(gateway, "BadTs_Echo", {"text": "ab", "times": 2}, context=context)
+    outcome = await call_tool(gateway, "BadTs_Echo", {"text": "ab", "times": 2}, context=context)
     assert outcome.value == {
         "text": "abab",
         "sessionId": "s-1",
@@ -83,17 +72,17 @@ async def test_calls_reach_the_tool_with_their_context(gateway: Gateway) -> None
         "callId": context.call_id,
         "hasTimeout": True,
     }  # console.log inside the tool did not disturb the protocol
-    assert (await call(gateway, "Plain_Add", {"a": 2, "b": 40})).value == 42
+    assert (await call_tool(gateway, "Plain_Add", {"a": 2, "b": 40})).value == 42
 
 
 async def test_concurrent_calls_share_one_pooled_sidecar(gateway: Gateway) -> None:
-    outcomes = await asyncio.gather(*(call(gateway, "BadTs_Echo", {"text": str(i)}) for i in range(8)))
+    outcomes = await asyncio.gather(*(call_tool(gateway, "BadTs_Echo", {"text": str(i)}) for i in range(8)))
     assert [o.value["text"] for o in outcomes] == [str(i) for i in range(8)]
     assert len(gateway.backends["bad"].pids) == 1  # type: ignore[attr-defined]
 
 
 async def test_a_tool_that_throws(gateway: Gateway) -> None:
-    outcome = await call(gateway, "BadTs_Throws")
+    outcome = await call_tool(gateway, "BadTs_Throws")
     assert outcome.error is not None
     assert (outcome.error.kind, outcome.error.message) == (ErrorKind.TOOL_FAILED, "the tool refused")
     assert outcome.error.can_retry and outcome.error.retry_after_ms == 250
@@ -104,10 +93,10 @@ async def test_a_tool_that_never_resolves_is_aborted_at_the_deadline(gateway: Ga
     before = await sidecar_pid(gateway)
     context = CallContext()
 
-    outcome = await call(gateway, "BadTs_Hangs", context=context, timeout=0.5)
+    outcome = await call_tool(gateway, "BadTs_Hangs", context=context, timeout=0.5)
 
     assert outcome.error is not None and outcome.error.kind is ErrorKind.DEADLINE
-    aborted = await call(gateway, "BadTs_Aborted")
+    aborted = await call_tool(gateway, "BadTs_Aborted")
     assert aborted.value == [context.call_id]  # the tool's AbortSignal fired
     assert await sidecar_pid(gateway) == before  # it let go, so its sidecar lives on
 
@@ -120,31 +109,31 @@ async def test_the_sidecar_aborts_by_itself_if_the_cancellation_never_comes(gate
         await asyncio.wait_for(gateway.backends["bad"].invoke(spec, {}, context), 10)
     assert raised.value.failure.kind is ErrorKind.DEADLINE
     assert "deadline" in raised.value.failure.message
-    assert (await call(gateway, "BadTs_Aborted")).value == [context.call_id]
+    assert (await call_tool(gateway, "BadTs_Aborted")).value == [context.call_id]
 
 
 async def test_a_tool_that_blocks_the_event_loop_gets_its_sidecar_killed(gateway: Gateway) -> None:
     before = await sidecar_pid(gateway)
 
-    outcome = await call(gateway, "BadTs_Spin", timeout=0.5)
+    outcome = await call_tool(gateway, "BadTs_Spin", timeout=0.5)
 
     assert outcome.error is not None and outcome.error.kind is ErrorKind.DEADLINE
     assert await eventually(lambda: not running(before)), "the blocked sidecar is still running"
     after = await sidecar_pid(gateway)  # a fresh sidecar serves the next call
     assert after != before
-    assert (await call(gateway, "Math_Add", {"a": 1, "b": 1})).value == 2
+    assert (await call_tool(gateway, "Math_Add", {"a": 1, "b": 1})).value == 2
 
 
 async def test_process_exit_in_a_tool_fails_that_call_and_the_sidecar_is_restarted(gateway: Gateway) -> None:
     before = await sidecar_pid(gateway)
 
-    outcome = await call(gateway, "BadTs_Exit")
+    outcome = await call_tool(gateway, "BadTs_Exit")
 
     assert outcome.error is not None and outcome.error.kind is ErrorKind.TOOL_FAILED
     assert "exit status 3" in outcome.error.message and outcome.error.can_retry
     assert await eventually(lambda: not running(before))
     assert await sidecar_pid(gateway) != before
-    assert (await call(gateway, "Url_Resolve", {"base": "https://a.org/x/", "reference": "y"})).ok
+    assert (await call_tool(gateway, "Url_Resolve", {"base": "https://a.org/x/", "reference": "y"})).ok
 
 
 @pytest.mark.parametrize(
@@ -158,34 +147,34 @@ async def test_process_exit_in_a_tool_fails_that_call_and_the_sidecar_is_restart
     ],
 )
 async def test_a_result_that_is_not_json(gateway: Gateway, what: str, expected: str) -> None:
-    outcome = await call(gateway, "BadTs_NotJson", {"what": what})
+    outcome = await call_tool(gateway, "BadTs_NotJson", {"what": what})
     assert outcome.error is not None and outcome.error.kind is ErrorKind.TOOL_FAILED
     assert outcome.error.message.startswith("Tool BadTs_NotJson returned something that is not JSON: ")
     assert expected in outcome.error.message
 
 
 async def test_a_result_that_breaks_its_returns_schema(gateway: Gateway) -> None:
-    outcome = await call(gateway, "BadTs_WrongResult")
+    outcome = await call_tool(gateway, "BadTs_WrongResult")
     assert outcome.error is not None and outcome.error.kind is ErrorKind.TOOL_FAILED
     assert "does not match its `returns` schema" in outcome.error.message
 
 
 async def test_zod_checks_beyond_json_schema_are_invalid_arguments(gateway: Gateway) -> None:
-    assert (await call(gateway, "BadTs_Half", {"n": 8})).value == 4
-    outcome = await call(gateway, "BadTs_Half", {"n": 3})
+    assert (await call_tool(gateway, "BadTs_Half", {"n": 8})).value == 4
+    outcome = await call_tool(gateway, "BadTs_Half", {"n": 3})
     assert outcome.error is not None and outcome.error.kind is ErrorKind.INVALID_ARGUMENTS
     assert outcome.error.parameter_errors == {"n": "must be even"}
 
 
 async def test_an_exception_outside_the_tool_still_gets_an_answer(gateway: Gateway) -> None:
-    outcome = await call(gateway, "BadTs_BrokenCheck", {"n": 1})
+    outcome = await call_tool(gateway, "BadTs_BrokenCheck", {"n": 1})
     assert outcome.error is not None and outcome.error.kind is ErrorKind.INTERNAL
     assert "the check crashed" in outcome.error.message
-    assert (await call(gateway, "BadTs_Half", {"n": 2})).value == 1
+    assert (await call_tool(gateway, "BadTs_Half", {"n": 2})).value == 1
 
 
 async def test_closing_the_gateway_stops_every_sidecar() -> None:
-    gw = await started(CONFIG)
+    gw = await started_gateway(CONFIG)
     pids = [*gw.backends["bad"].pids, *gw.backends["url"].pids]  # type: ignore[attr-defined]
     assert len(pids) == 2 and all(running(pid) for pid in pids)
     await gw.close()
