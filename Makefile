@@ -29,8 +29,13 @@ $(TS)/node_modules/.installed: $(TS)/package.json $(TS)/package-lock.json
 	cd $(TS) && $(NPM) ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# A real Arcade worker for the upstream tests, in its own venv (Arcade pins its own dependencies).
+.venv-arcade/.installed: tests/upstreams/install_arcade.sh
+	PYTHON=$(PYTHON) tests/upstreams/install_arcade.sh
+	touch $@
+
 install: $(VENV)/.installed $(TS)/node_modules/.installed
-install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed
+install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed .venv-arcade/.installed
 
 run: install
 	$(BIN)/toolplex serve --config $(CONFIG) --host $(HOST) --port $(PORT)
@@ -43,4 +48,4 @@ lint: install-test
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info $(TS)/node_modules
+	rm -rf $(VENV) .venv-arcade .pytest_cache .ruff_cache *.egg-info $(TS)/node_modules
