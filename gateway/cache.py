@@ -115,13 +115,19 @@ class ResultCache:
             return
         self._stores[spec.backend][key] = (ttl, blob)
 
-    def problems(self, specs: Iterable[ToolSpec]) -> list[str]:
-        """Configuration mistakes: a pattern that matches no tool, an exact name of a tool never cached."""
+    def problems(self, specs: Iterable[ToolSpec], backends: Iterable[str] | None = None) -> list[str]:
+        """Configuration mistakes: a pattern that matches no tool, an exact name of a tool never cached.
+
+        `backends` limits the check to those (the ones that are up: a down backend has no tools yet).
+        """
+        only = None if backends is None else set(backends)
         by_backend: dict[str, list[ToolSpec]] = {}
         for spec in specs:
             by_backend.setdefault(spec.backend, []).append(spec)
         found: list[str] = []
         for backend, rule in self.rules.items():
+            if only is not None and backend not in only:
+                continue
             tools = by_backend.get(backend, [])
             for pattern, ttl in rule.tools.items():
                 matched = [s for s in tools if _matches(s, pattern)]

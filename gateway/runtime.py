@@ -45,8 +45,7 @@ def catalog_builder(config: GatewayConfig) -> Callable[[list[ToolSpec], set[str]
 
     def build(specs: list[ToolSpec], up: set[str]) -> Catalog:
         catalog = Catalog(apply_providers(specs, authorization))
-        # A backend that is down has no tools yet: its cache rules are checked once it is up.
-        problems = [p for p in cache.problems(catalog.all_versions()) if any(f"backend {b!r}" in p for b in up)]
+        problems = cache.problems(catalog.all_versions(), backends=up)
         if problems:
             raise ConfigError(problems)
         return catalog
