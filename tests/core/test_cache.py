@@ -109,6 +109,8 @@ def test_problems_name_dead_patterns_and_side_effect_tools() -> None:
         "backend 'b': cache.tools['Nothing*'] matches no tool of this backend",
         "backend 'b': cache.tools['Effect']: tool Kit.Effect declares side effects; its results are never cached",
     ]
+    assert cache.problems([], backends=set()) == []  # backend 'b' is down: its rules wait until it is up
+    assert len(cache.problems([], backends={"b"})) == 4  # up but without tools: every rule matches nothing
 
 
 PROBE = '  - name: probe\n    kind: python\n    module: "tests.jsonrpc.probe:toolkit"\n'
