@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
-import structlog
-from structlog.testing import LogCapture
 
 from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
@@ -82,17 +78,6 @@ def make_config(middleware: str) -> str:
 
 def rpc_call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "tool.execute", "params": {"tool": tool, "parameters": arguments}}
-
-
-@pytest.fixture
-def events() -> Iterator[list[dict[str, Any]]]:
-    saved = structlog.get_config()
-    capture = LogCapture()
-    structlog.configure(processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
-    try:
-        yield capture.entries
-    finally:
-        structlog.configure(**saved)
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,7 @@ import pytest
 
 from tests.e2e.front_clients import EXPECTED_CODES, FRONTS
 from tests.support import ROOT, free_port, gateway_process, python_server, server_process
+from tests.upstreams.faults import FAULTS as UPSTREAM_FAULTS
 from tests.upstreams.opentool_server import DOCUMENT
 from tests.upstreams.test_arcade import ARCADE_PYTHON, SECRET
 from tests.upstreams.test_toolserver_upstream import FAULT_LISTING
@@ -108,14 +109,7 @@ def test_every_kind_through_every_front(gateway: str, front: str, tool: str, arg
     assert answer.value == expected
 
 
-FAULTS = [
-    ("hang", "deadline_exceeded"),  # accepts, never answers
-    ("slow", "deadline_exceeded"),  # answers after the deadline
-    ("reset", "upstream_unavailable"),  # resets mid-body
-    ("html", "upstream_unavailable"),  # an HTML page
-    ("error500", "upstream_unavailable"),  # 500 with a body of no protocol
-    ("wrong", "upstream_unavailable"),  # a valid JSON body of another protocol
-]
+FAULTS = [(mode, kind.value) for mode, kind in UPSTREAM_FAULTS]
 ECHO_DEFINITION = {
     "id": "Echo.Echo@1.0.0",
     "name": "Echo_Echo",

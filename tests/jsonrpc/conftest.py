@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import structlog
-from structlog.testing import LogCapture
 
 from tests.jsonrpc import probe
 from tests.support import BUILTIN_BACKENDS
@@ -31,15 +28,3 @@ def _release_blocked_threads() -> Iterator[None]:
     probe.RELEASE.clear()
     yield
     probe.RELEASE.set()
-
-
-@pytest.fixture
-def events() -> Iterator[list[dict[str, Any]]]:
-    """Every structlog event (all levels) emitted during the test."""
-    saved = structlog.get_config()
-    capture = LogCapture()
-    structlog.configure(processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
-    try:
-        yield capture.entries
-    finally:
-        structlog.configure(**saved)

@@ -7,19 +7,7 @@ import pytest
 from adapters.toolserver import codec, shapes
 from gateway.errors import ErrorKind, Failure
 from gateway.model import ToolSpec
-
-
-def unwrap_tool_response(obj: object) -> object:
-    """The real XAgent client's unwrapping (XAgent/toolserver_interface.py), minus the file writing."""
-    if isinstance(obj, dict):
-        if "type" in obj and obj["type"] in ["simple", "composite", "binary"] and "data" in obj:
-            if obj["type"] == "simple":
-                return obj["data"]
-            if obj["type"] == "composite":
-                return [unwrap_tool_response(o) for o in obj["data"]]
-            return {"media_type": obj["media_type"]}
-        return obj
-    return obj
+from tests.toolserver.xagent import unwrap_tool_response
 
 
 @pytest.mark.parametrize("value", ["text", 3, 2.5, True, [1, {"a": 2}], None])

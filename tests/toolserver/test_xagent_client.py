@@ -15,6 +15,7 @@ from typing import Any
 import requests
 
 from tests.support import BUILTIN_BACKENDS, gateway_process
+from tests.toolserver.xagent import unwrap_tool_response
 
 PATIENCE_S = 0.5
 SLEEP_S = 2.0  # several patiences long, well under the client's 10 retries
@@ -28,20 +29,6 @@ class ToolCallStatusCode(enum.Enum):
     TOOL_CALL_FAILED = 4
     SERVER_ERROR = 5
     OTHER_ERROR = 6
-
-
-def unwrap_tool_response(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        if "type" in obj and obj["type"] in ["simple", "composite", "binary"] and "data" in obj:
-            if obj["type"] == "simple":
-                return obj["data"]
-            if obj["type"] == "composite":
-                return [unwrap_tool_response(o) for o in obj["data"]]
-            return {"media_type": obj["media_type"], "file_name": obj.get("name")}
-        return obj
-    if isinstance(obj, str | int | float | bool | list) or obj is None:
-        return obj
-    return None
 
 
 class XAgentClient:

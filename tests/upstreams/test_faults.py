@@ -17,19 +17,11 @@ from gateway.dispatch import Dispatcher
 from gateway.errors import ErrorKind
 from gateway.model import Call
 from tests.support import free_port, python_server
+from tests.upstreams.faults import FAULTS
 from tests.upstreams.opentool_server import DOCUMENT
 
 DEADLINE = 1.0
 MARGIN = 3.0  # generous: a 2-core CI machine under load
-
-FAULTS = [
-    ("hang", ErrorKind.DEADLINE),
-    ("slow", ErrorKind.DEADLINE),
-    ("reset", ErrorKind.UPSTREAM_UNAVAILABLE),
-    ("html", ErrorKind.UPSTREAM_UNAVAILABLE),
-    ("error500", ErrorKind.UPSTREAM_UNAVAILABLE),
-    ("wrong", ErrorKind.UPSTREAM_UNAVAILABLE),
-]
 
 
 @pytest.fixture(scope="module")

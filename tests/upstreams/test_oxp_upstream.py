@@ -20,6 +20,7 @@ from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import Call, CallContext, Principal, ToolSpec
 from tests.support import asgi_client, free_port, gateway_process, python_server
+from tests.upstreams.faults import FAULTS
 from tests.upstreams.oxp_legacy_server import TOOLS as LEGACY_TOOLS
 
 SECRET = "oxp-upstream-secret-0123456789abcdef"  # 36 bytes
@@ -447,15 +448,6 @@ async def test_each_answer_maps_to_its_kind(
 
 
 # ---- faults ----
-
-FAULTS = [
-    ("hang", ErrorKind.DEADLINE),
-    ("slow", ErrorKind.DEADLINE),
-    ("reset", ErrorKind.UPSTREAM_UNAVAILABLE),
-    ("html", ErrorKind.UPSTREAM_UNAVAILABLE),
-    ("error500", ErrorKind.UPSTREAM_UNAVAILABLE),
-    ("wrong", ErrorKind.UPSTREAM_UNAVAILABLE),
-]
 
 
 @pytest.fixture(scope="module")

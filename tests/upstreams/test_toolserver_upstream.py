@@ -31,6 +31,7 @@ from gateway.model import Call, CallContext
 from gateway.routing import apply_routing
 from tests.support import BUILTIN_BACKENDS, free_port, gateway_process, python_server, server_process
 from tests.toolserver.test_xagent_client import ToolCallStatusCode, XAgentClient
+from tests.upstreams.faults import FAULTS
 
 NODE = "tests.upstreams.toolserver_node"
 RELAY = "Toolplex_continue_node"
@@ -404,14 +405,6 @@ FAULT_LISTING = {
         {"name": "EchoEnv_echo", "description": "", "parameters": {"type": "object", "properties": {}, "required": []}}
     ],
 }
-FAULTS = [
-    ("hang", ErrorKind.DEADLINE),
-    ("slow", ErrorKind.DEADLINE),
-    ("reset", ErrorKind.UPSTREAM_UNAVAILABLE),
-    ("html", ErrorKind.UPSTREAM_UNAVAILABLE),
-    ("error500", ErrorKind.UPSTREAM_UNAVAILABLE),  # a 500 without FastAPI's `detail` is no node's
-    ("wrong", ErrorKind.UPSTREAM_UNAVAILABLE),  # a bare object: the node always wraps objects
-]
 
 
 @pytest.mark.parametrize(("mode", "expected"), FAULTS)
