@@ -17,11 +17,15 @@ from gateway.http import json_response
 from gateway.runtime import Gateway
 
 
-def create_app(config: GatewayConfig) -> Starlette:
+def create_app(config: GatewayConfig, *, start_with_server: bool = True) -> Starlette:
+    """The app; its lifespan starts and closes the gateway unless the caller does (`toolplex serve`)."""
     gateway = Gateway(config)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        if not start_with_server:
+            yield
+            return
         await gateway.start()
         try:
             yield

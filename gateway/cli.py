@@ -114,22 +114,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
     port = args.port if args.port is not None else server["port"]
     configure_logging(config.section("logging")["level"])
     try:
-        # Everything that can be wrong with the configuration, said cleanly before the server starts.
-        asyncio.run(_catalog(config))
-        app = create_app(config)  # e.g. auth.jwt names an unset environment variable
+        app = create_app(config, start_with_server=False)  # e.g. auth.jwt names an unset environment variable
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
+    settings = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
     )
-    return 0
+    return asyncio.run(_serve(app.state.gateway, uvicorn.Server(settings)))
+
+
+async def _serve(gateway: Any, server: Any) -> int:
+    """Start the gateway before the server listens, so configuration errors are said cleanly, once."""
+    try:
+        await gateway.start()
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    try:
+        await server.serve()
+    finally:
+        await gateway.close()
+    return 0 if server.started else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
