@@ -24,6 +24,7 @@ class ErrorKind(StrEnum):
     MISSING_REQUIREMENT = "missing_requirement"  # a secret or user_id the tool needs
     AUTHORIZATION_REQUIRED = "authorization_required"
     UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+    RATE_LIMITED = "rate_limited"  # too many calls now (gateway limits, or an upstream's 429): retry after a while
     INTERNAL = "internal"
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import ErrorKind, GatewayError
+from gateway.errors import ErrorKind, Failure, GatewayError
+
+# Kinds whose HTTP answer carries Retry-After when the failure knows a delay.
+RETRY_AFTER_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.UPSTREAM_UNAVAILABLE})
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -52,3 +56,10 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
 
 def dumps(data: Any) -> str:
     return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def retry_after_headers(failure: Failure | None) -> dict[str, str]:
+    """`Retry-After` (whole seconds, at least 1) for a failure that says when to come back."""
+    if failure is None or failure.retry_after_ms is None or failure.kind not in RETRY_AFTER_KINDS:
+        return {}
+    return {"Retry-After": str(max(1, math.ceil(failure.retry_after_ms / 1000)))}

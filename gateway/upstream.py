@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
 import random
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -17,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 import structlog
 
-from gateway.errors import ErrorKind, GatewayError
+from gateway.errors import ErrorKind, Failure, GatewayError
 
 log = structlog.get_logger("toolplex.upstream")
 
@@ -239,3 +241,51 @@ def json_of(upstream: Upstream, response: httpx.Response) -> Any:
             f"it answered HTTP {response.status_code} with {kind}, not JSON",
             developer_message=f"first bytes: {snippet!r}",
         ) from None
+
+
+def retry_after_ms(headers: Mapping[str, str]) -> int | None:
+    """An upstream's `Retry-After` (seconds or an HTTP date) in milliseconds, or None."""
+    value = (headers.get("retry-after") or "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return int(value) * 1000
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0, int((when.timestamp() - time.time()) * 1000))
+
+
+# What an upstream's HTTP status means for the caller, whatever protocol both sides speak.
+STATUS_KINDS: dict[int, ErrorKind] = {
+    400: ErrorKind.INVALID_ARGUMENTS,
+    401: ErrorKind.UNAUTHENTICATED,
+    403: ErrorKind.FORBIDDEN,
+    404: ErrorKind.NOT_FOUND,
+    422: ErrorKind.INVALID_ARGUMENTS,
+    429: ErrorKind.RATE_LIMITED,
+}
+
+
+def failure_for_status(
+    upstream: str, status: int, message: Any, headers: Mapping[str, str] | None = None, **fields: Any
+) -> Failure | None:
+    """The canonical failure an upstream's error status stands for; None for a success (< 400).
+
+    400/422 invalid arguments, 401 unauthenticated, 403 forbidden, 404 not found,
+    429 rate limited (its Retry-After carried), any other 4xx malformed, 5xx upstream failed.
+    `message` is what the upstream said (an object is given as JSON, never as a Python repr).
+    """
+    if status < 400:
+        return None
+    kind = STATUS_KINDS.get(status)
+    if kind is None:
+        kind = ErrorKind.UPSTREAM_UNAVAILABLE if status >= 500 else ErrorKind.MALFORMED
+    if kind is ErrorKind.RATE_LIMITED:
+        fields.setdefault("retry_after_ms", retry_after_ms(headers or {}))
+        fields.setdefault("can_retry", True)
+    if kind is ErrorKind.UPSTREAM_UNAVAILABLE:
+        fields.setdefault("can_retry", True)
+    text = message if isinstance(message, str) else orjson.dumps(message).decode()
+    return Failure(kind=kind, message=f"Upstream {upstream!r} answered HTTP {status}: {text}", **fields)

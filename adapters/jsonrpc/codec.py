@@ -25,6 +25,7 @@ INTERNAL_ERROR = -32603
 TOOL_FAILED = -32000
 TIMEOUT = -32001
 PERMISSION_DENIED = -32002
+RATE_LIMITED = -32003  # a server error (-32000..-32099): too many calls now; data.retryAfterMs says when to retry
 
 PROTOCOL_VERSION = "1.0.0"  # the seed's top-level "protocol"; answers always carry it
 _PROTOCOL = re.compile(r"^(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,2}$")
@@ -47,6 +48,7 @@ KIND_CODES: dict[ErrorKind, int] = {
     ErrorKind.MISSING_REQUIREMENT: PERMISSION_DENIED,
     ErrorKind.AUTHORIZATION_REQUIRED: PERMISSION_DENIED,
     ErrorKind.UPSTREAM_UNAVAILABLE: INTERNAL_ERROR,
+    ErrorKind.RATE_LIMITED: RATE_LIMITED,
     ErrorKind.INTERNAL: INTERNAL_ERROR,
 }
 

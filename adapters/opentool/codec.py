@@ -28,6 +28,7 @@ KIND_CODES: dict[ErrorKind, tuple[int, int]] = {
     ErrorKind.MISSING_REQUIREMENT: (200, 400),
     ErrorKind.AUTHORIZATION_REQUIRED: (200, 401),
     ErrorKind.UPSTREAM_UNAVAILABLE: (200, 503),
+    ErrorKind.RATE_LIMITED: (429, 429),
     ErrorKind.INTERNAL: (200, 500),
 }
 

@@ -13,7 +13,7 @@ from starlette.routing import BaseRoute, Route
 from adapters.opentool import codec
 from adapters.opentool.document import build_document
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.http import dumps, is_json_content_type, json_response, parse_json, read_body
+from gateway.http import dumps, is_json_content_type, json_response, parse_json, read_body, retry_after_headers
 from gateway.model import Call, CallContext, Principal
 
 if TYPE_CHECKING:
@@ -111,7 +111,11 @@ class OpenToolFront:
             return _rejection_response(rejected)
         outcome = await self.gateway.dispatcher.call(call)
         if outcome.error is not None:
-            return json_response(codec.failure_body(call_id, outcome.error), status=codec.status_of(outcome.error))
+            return json_response(
+                codec.failure_body(call_id, outcome.error),
+                status=codec.status_of(outcome.error),
+                headers=retry_after_headers(outcome.error),
+            )
         return json_response(codec.success(call_id, outcome.value))
 
     async def stream_call(self, request: Request) -> Response:

@@ -48,6 +48,7 @@ KIND_STATUS: dict[ErrorKind, int] = {
     ErrorKind.MISSING_REQUIREMENT: 400,
     ErrorKind.AUTHORIZATION_REQUIRED: 400,
     ErrorKind.UPSTREAM_UNAVAILABLE: 400,
+    ErrorKind.RATE_LIMITED: 429,
     ErrorKind.INTERNAL: 200,
 }
 
@@ -301,6 +302,8 @@ def server_error(failure: Failure) -> dict[str, Any]:
     body: dict[str, Any] = {"message": failure.message}
     if failure.developer_message is not None:
         body["developer_message"] = failure.developer_message
+    if failure.retry_after_ms is not None and failure.kind is ErrorKind.RATE_LIMITED:
+        body["retry_after_ms"] = failure.retry_after_ms
     missing: dict[str, Any] = {}
     if failure.kind is ErrorKind.AUTHORIZATION_REQUIRED and failure.details.get("authorization"):
         missing["authorization"] = [

@@ -22,7 +22,7 @@ from adapters.oxp import codec
 from adapters.oxp.ledger import CallLedger, fingerprint
 from gateway.catalog import Catalog
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.http import json_response, parse_json, read_body
+from gateway.http import json_response, parse_json, read_body, retry_after_headers
 from gateway.model import Call, CallContext, Principal, ToolSpec
 
 if TYPE_CHECKING:
@@ -43,7 +43,8 @@ def respond(body: Any, status: int = 200, headers: dict[str, str] | None = None)
 
 def failure_response(failure: Failure, shape: codec.Shape = codec.Shape.FLAT) -> Response:
     """A failure answered before the tool ran: 400 / 401 / 413 / 422 with the spec's error body."""
-    headers = {"WWW-Authenticate": 'Bearer realm="toolplex"'} if failure.kind is ErrorKind.UNAUTHENTICATED else None
+    headers = {"WWW-Authenticate": 'Bearer realm="toolplex"'} if failure.kind is ErrorKind.UNAUTHENTICATED else {}
+    headers.update(retry_after_headers(failure))
     return respond(codec.wrap_error(shape, codec.error_body(failure)), codec.status_of(failure), headers)
 
 

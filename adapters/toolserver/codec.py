@@ -32,6 +32,7 @@ KIND_STATUS: dict[ErrorKind, int] = {
     ErrorKind.MISSING_REQUIREMENT: 403,
     ErrorKind.AUTHORIZATION_REQUIRED: 403,
     ErrorKind.UPSTREAM_UNAVAILABLE: 503,
+    ErrorKind.RATE_LIMITED: 429,
     ErrorKind.INTERNAL: 500,
 }
 

@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 
 from adapters.toolserver import codec, shapes
 from gateway.errors import ConfigError, ErrorKind, GatewayError
-from gateway.http import json_response, parse_json, read_body
+from gateway.http import json_response, parse_json, read_body, retry_after_headers
 from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec
 from gateway.retrieval import index_for
 from gateway.sessions import Session, SessionRegistry
@@ -313,7 +313,9 @@ class ToolServerFront:
             message: Any = f"The tool {name} is not found!"
         else:
             message = codec.failure_detail(failure, arguments)
-        return json_response(codec.detail(message), status=codec.status_of(failure))
+        return json_response(
+            codec.detail(message), status=codec.status_of(failure), headers=retry_after_headers(failure)
+        )
 
     # ---- sessions ----
 
