@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import quote
 
@@ -21,7 +20,7 @@ from gateway.cache import MISS, ResultCache
 from gateway.catalog import Catalog
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.middleware import CallLog
-from gateway.model import Call, CallContext, Outcome, ToolSpec
+from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permitted
 from gateway.validation import ValidatorCache, parameter_errors
 
 log = structlog.get_logger("toolplex.call")
@@ -137,9 +136,7 @@ class Dispatcher:
 
     def _authorize(self, spec: ToolSpec, ctx: CallContext) -> None:
         principal = ctx.principal
-        if principal is None or principal.tools is None:
-            return
-        if not any(fnmatchcase(spec.flat_name, pattern) for pattern in principal.tools):
+        if principal is not None and not permitted(principal, spec):
             raise GatewayError.of(
                 ErrorKind.FORBIDDEN,
                 f"Caller {principal.name!r} may not call tool {spec.flat_name}",
@@ -197,6 +194,11 @@ class Dispatcher:
                 f"Invalid arguments for {spec.flat_name}: {listed}",
                 parameter_errors=problems,
             )
+
+    def visible_tools(self, principal: Principal | None, *, latest_only: bool = True) -> list[ToolSpec]:
+        """The listed tools this caller may call: what every front's listing shows (one decision, here)."""
+        specs = self.catalog.latest(visible_only=True) if latest_only else self.catalog.all_versions()
+        return [s for s in specs if s.visible and permitted(principal, s)]
 
     def effective_secrets(self, ctx: CallContext) -> dict[str, str]:
         """Caller-supplied secrets win over configured ones."""

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any
 
 from gateway.errors import Failure
@@ -85,6 +86,23 @@ class Principal:
     name: str
     tools: tuple[str, ...] | None = None  # None: every tool
 
+    def may_call(self, spec: ToolSpec) -> bool:
+        return self.tools is None or any(fnmatchcase(spec.flat_name, pattern) for pattern in self.tools)
+
+
+# With authentication off every caller is this one principal (sessions, runs and call ids are scoped by name).
+ANONYMOUS = Principal(name="")
+
+
+def permitted(principal: Principal | None, spec: ToolSpec) -> bool:
+    """The one place that decides whether a caller may see and call a tool; every front lists with it."""
+    return principal is None or principal.may_call(spec)
+
+
+def principal_name(principal: Principal | None) -> str:
+    """The owner key of sessions, runs and call ids: an API key's or JWT subject's name, "" with auth off."""
+    return (principal or ANONYMOUS).name
+
 
 @dataclass
 class CallContext:
@@ -110,6 +128,18 @@ class CallContext:
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    @property
+    def session_key(self) -> str | None:
+        """What backends key per-session state by (upstream sessions, workspaces).
+
+        The session id alone is not enough: a JSON-RPC client picks its own
+        `sessionId`, which could equal another front's cookie. Scoped by front
+        and principal, one caller's session never reaches another's state.
+        """
+        if self.session_id is None:
+            return None
+        return f"{self.front}/{principal_name(self.principal)}/{self.session_id}"
 
 
 @dataclass

@@ -1,7 +1,10 @@
 """Client sessions over the state store, for any front that needs them.
 
 A session is an unguessable id a client carries (ToolServerNode's `node_id`
-cookie today), kept alive by use and forgotten after an idle time. Fronts
+cookie today), kept alive by use and forgotten after an idle time. It belongs
+to the front and the principal that created it: each front keeps its sessions
+in its own store namespace (with its own bound), and a session presented by
+another principal is answered exactly as an unknown id. Fronts
 record the store keys that belong to a session so that releasing it forgets
 everything the session left behind. Everything lives in the `StateStore`, so
 a shared store (Redis) serves sessions to every replica.
@@ -15,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.model import Principal, principal_name
 from gateway.state import StateStore
 
 # token_urlsafe(32): 256 random bits, 43 characters of the URL-safe base64 alphabet.
@@ -27,24 +31,38 @@ MAX_OWNED_KEYS = 1000
 class Session:
     id: str
     front: str
+    principal: str = ""  # principal_name() of the creator; "" with authentication off
     created: float = field(default_factory=time.time)
     owned: list[str] = field(default_factory=list)  # store keys to forget on release
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "front": self.front, "created": self.created, "owned": self.owned}
+        return {
+            "id": self.id,
+            "front": self.front,
+            "principal": self.principal,
+            "created": self.created,
+            "owned": self.owned,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Session:
-        return cls(id=data["id"], front=data["front"], created=data["created"], owned=list(data.get("owned") or []))
+        return cls(
+            id=data["id"],
+            front=data["front"],
+            principal=data.get("principal", ""),
+            created=data["created"],
+            owned=list(data.get("owned") or []),
+        )
 
 
 class SessionRegistry:
-    """Create, look up (which keeps alive), and release sessions in a state store."""
+    """One front's sessions: create, look up (which keeps alive), and release them in a state store."""
 
-    def __init__(self, store: StateStore, *, idle_s: float, namespace: str = "session") -> None:
+    def __init__(self, store: StateStore, *, front: str, idle_s: float) -> None:
         self.store = store
+        self.front = front
         self.idle_s = idle_s
-        self.namespace = namespace
+        self.namespace = f"session.{front}"  # a store namespace of its own: its own bound, no other front's ids
 
     def _key(self, session_id: str) -> str:
         return f"{self.namespace}:{session_id}"
@@ -54,19 +72,25 @@ class SessionRegistry:
         """Ids we could have issued; anything else is refused without a store look-up."""
         return bool(ID_PATTERN.match(session_id))
 
-    async def create(self, front: str) -> Session:
+    async def create(self, principal: Principal | None) -> Session:
         while True:  # a collision of 256 random bits will not happen, but `add` makes it impossible
-            session = Session(id=secrets.token_urlsafe(TOKEN_BYTES), front=front)
+            session = Session(
+                id=secrets.token_urlsafe(TOKEN_BYTES), front=self.front, principal=principal_name(principal)
+            )
             if await self.store.add(self._key(session.id), session.to_dict(), self.idle_s):
                 return session
 
-    async def get(self, session_id: str) -> Session | None:
-        """The live session with this id, its idle timer restarted; None when unknown or expired."""
+    async def get(self, session_id: str, principal: Principal | None) -> Session | None:
+        """The caller's live session with this id, its idle timer restarted.
+
+        None when unknown, expired, or created by another principal: a caller cannot
+        tell someone else's session from one that never existed.
+        """
         if not self.well_formed(session_id):
             return None
         key = self._key(session_id)
         data = await self.store.get(key)
-        if data is None:
+        if data is None or data.get("principal", "") != principal_name(principal):
             return None
         await self.store.touch(key, self.idle_s)
         return Session.from_dict(data)
@@ -91,15 +115,15 @@ class SessionRegistry:
             session.owned.remove(key)
             await self.store.set(self._key(session_id), session.to_dict(), self.idle_s)
 
-    async def release(self, session_id: str) -> Session | None:
-        """Forget the session and every store entry it owned; returns what was forgotten."""
+    async def release(self, session_id: str, principal: Principal | None) -> Session | None:
+        """Forget the caller's session and every store entry it owned; returns what was forgotten."""
         if not self.well_formed(session_id):
             return None
         key = self._key(session_id)
         data = await self.store.get(key)
-        await self.store.delete(key)
-        if data is None:
+        if data is None or data.get("principal", "") != principal_name(principal):
             return None
+        await self.store.delete(key)
         session = Session.from_dict(data)
         for owned in session.owned:
             await self.store.delete(owned)

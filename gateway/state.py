@@ -31,28 +31,58 @@ class StateStore(Protocol):
     async def close(self) -> None: ...
 
 
-class MemoryStore:
-    """A bounded, expiring dict for one process; the default store."""
+def namespace_of(key: str) -> str:
+    """`oxp:call:...` -> `oxp`: entries are bounded per namespace, so one kind cannot evict another's."""
+    return key.split(":", 1)[0]
 
-    def __init__(self, max_entries: int = 100_000) -> None:
-        self._data: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+
+class MemoryStore:
+    """A bounded, expiring dict for one process; the default store.
+
+    Each namespace (the key up to its first `:`) has its own LRU bound: a flood of
+    one kind of entry (OXP call records, say) never evicts another kind (sessions).
+    """
+
+    def __init__(self, max_entries: int = 100_000, caps: dict[str, int] | None = None) -> None:
+        self._spaces: dict[str, OrderedDict[str, tuple[float, Any]]] = {}
         self._max = max_entries
+        self._caps = dict(caps or {})
         self._lock = asyncio.Lock()
 
+    def cap(self, namespace: str) -> int:
+        return self._caps.get(namespace, self._max)
+
+    def count(self, namespace: str) -> int:
+        """Entries held in one namespace now (expired ones included until touched)."""
+        return len(self._spaces.get(namespace, ()))
+
+    def _space(self, key: str) -> OrderedDict[str, tuple[float, Any]]:
+        space = self._spaces.get(namespace_of(key))
+        if space is None:
+            space = self._spaces[namespace_of(key)] = OrderedDict()
+        return space
+
     def _live(self, key: str) -> tuple[float, Any] | None:
-        entry = self._data.get(key)
+        space = self._space(key)
+        entry = space.get(key)
         if entry is None:
             return None
         if entry[0] <= time.monotonic():
-            del self._data[key]
+            del space[key]
             return None
         return entry
 
     def _put(self, key: str, value: Any, ttl: float) -> None:
-        self._data[key] = (time.monotonic() + ttl, value)
-        self._data.move_to_end(key)
-        while len(self._data) > self._max:
-            self._data.popitem(last=False)
+        space = self._space(key)
+        space[key] = (time.monotonic() + ttl, value)
+        space.move_to_end(key)
+        bound = self.cap(namespace_of(key))
+        now = time.monotonic()
+        while space:  # expired entries at the old end go first; then the least recently used over the bound
+            oldest_key, (expires, _) = next(iter(space.items()))
+            if expires > now and len(space) <= bound:
+                break
+            del space[oldest_key]
 
     async def get(self, key: str) -> Any | None:
         entry = self._live(key)
@@ -69,7 +99,7 @@ class MemoryStore:
             return True
 
     async def delete(self, key: str) -> None:
-        self._data.pop(key, None)
+        self._space(key).pop(key, None)
 
     async def touch(self, key: str, ttl: float) -> bool:
         entry = self._live(key)
@@ -79,4 +109,4 @@ class MemoryStore:
         return True
 
     async def close(self) -> None:
-        self._data.clear()
+        self._spaces.clear()

@@ -82,7 +82,7 @@ class ToolServerFront:
         self.patience = float(settings.get("patience_s", 5))
         self.env_tool_cap = int(settings.get("env_tool_cap", 50))
         self.retention = float(settings.get("result_retention_s", 600))
-        self.sessions = SessionRegistry(gateway.store, idle_s=float(settings.get("session_idle_s", 1800)))
+        self.sessions = SessionRegistry(gateway.store, front=FRONT, idle_s=float(settings.get("session_idle_s", 1800)))
         self.workspace_backend = _workspace_backend(gateway, settings.get("workspace_backend"))
 
     # ---- plumbing shared by every endpoint ----
@@ -98,7 +98,7 @@ class ToolServerFront:
         node_id = request.cookies.get(COOKIE)
         if node_id is None:
             return _Caller(principal, None)
-        session = await self.sessions.get(node_id)
+        session = await self.sessions.get(node_id, principal)
         if session is None:
             raise _Answer(403, _invalid_node(node_id))
         return _Caller(principal, session)
@@ -183,7 +183,7 @@ class ToolServerFront:
 
     async def get_cookie(self, request: Request, caller: _Caller) -> Response:
         await self._no_parameters(request)
-        session = await self.sessions.create(FRONT)
+        session = await self.sessions.create(caller.principal)
         response = json_response({"message": "add cookie", "version": self.gateway.version})
         response.set_cookie(COOKIE, session.id, path=self.prefix or "/", httponly=True, samesite="lax")
         return response
@@ -322,7 +322,7 @@ class ToolServerFront:
     async def close_session(self, request: Request, caller: _Caller) -> Response:
         await self._no_parameters(request)
         node_id = request.cookies.get(COOKIE)
-        session = await self.sessions.get(node_id) if node_id is not None else None
+        session = await self.sessions.get(node_id, caller.principal) if node_id is not None else None
         if session is None:
             return json_response(_invalid_node(node_id))
         self.gateway.runs.cancel_owned_by(session.id)
@@ -331,7 +331,7 @@ class ToolServerFront:
     async def release_session(self, request: Request, caller: _Caller) -> Response:
         await self._no_parameters(request)
         node_id = request.cookies.get(COOKIE)
-        session = await self.sessions.release(node_id) if node_id is not None else None
+        session = await self.sessions.release(node_id, caller.principal) if node_id is not None else None
         if session is None:
             return json_response(_invalid_node(node_id))
         self.gateway.runs.cancel_owned_by(session.id)
@@ -383,7 +383,7 @@ class ToolServerFront:
     async def reconnect_session(self, request: Request, caller: _Caller) -> Response:
         await self._no_parameters(request)
         node_id = request.cookies.get(COOKIE)
-        session = await self.sessions.get(node_id) if node_id is not None else None
+        session = await self.sessions.get(node_id, caller.principal) if node_id is not None else None
         if session is None:
             return json_response(_invalid_node(node_id))
         return json_response(f"Reconnect session: {session.id}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gateway.state
+from gateway.model import Principal
 from gateway.sessions import SessionRegistry
 from gateway.state import MemoryStore
 
@@ -27,8 +28,8 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 
 
 async def test_ids_are_unguessable_and_distinct() -> None:
-    registry = SessionRegistry(MemoryStore(), idle_s=60)
-    ids = {(await registry.create("toolserver")).id for _ in range(200)}
+    registry = SessionRegistry(MemoryStore(), front="toolserver", idle_s=60)
+    ids = {(await registry.create(None)).id for _ in range(200)}
     assert len(ids) == 200
     for session_id in ids:
         # 43 URL-safe base64 characters carry 256 random bits (>= 128 required).
@@ -37,35 +38,62 @@ async def test_ids_are_unguessable_and_distinct() -> None:
 
 
 async def test_idle_sessions_expire_and_use_keeps_them_alive(clock: FakeClock) -> None:
-    registry = SessionRegistry(MemoryStore(), idle_s=60)
-    session = await registry.create("toolserver")
+    registry = SessionRegistry(MemoryStore(), front="toolserver", idle_s=60)
+    session = await registry.create(None)
     clock.now += 50
-    assert await registry.get(session.id) is not None  # used: the idle timer restarts
+    assert await registry.get(session.id, None) is not None  # used: the idle timer restarts
     clock.now += 50
-    assert await registry.get(session.id) is not None
+    assert await registry.get(session.id, None) is not None
     clock.now += 61
-    assert await registry.get(session.id) is None
+    assert await registry.get(session.id, None) is None
 
 
 async def test_release_forgets_the_session_and_what_it_owned() -> None:
     store = MemoryStore()
-    registry = SessionRegistry(store, idle_s=60)
-    session = await registry.create("toolserver")
+    registry = SessionRegistry(store, front="toolserver", idle_s=60)
+    session = await registry.create(None)
     await store.set("handle:1", {"x": 1}, 60)
     await store.set("handle:2", {"x": 2}, 60)
     await registry.own(session.id, "handle:1")
     await registry.own(session.id, "handle:2")
     await registry.disown(session.id, "handle:2")
-    released = await registry.release(session.id)
+    released = await registry.release(session.id, None)
     assert released is not None and released.owned == ["handle:1"]
     assert await store.get("handle:1") is None
     assert await store.get("handle:2") == {"x": 2}  # disowned: not the session's to delete
-    assert await registry.get(session.id) is None
-    assert await registry.release(session.id) is None
+    assert await registry.get(session.id, None) is None
+    assert await registry.release(session.id, None) is None
 
 
 @pytest.mark.parametrize("odd", ["", "short", "a" * 200, "bad id with spaces", "../../etc", "id;x=1", "\u00e9" * 20])
 async def test_ids_we_never_issue_are_unknown(odd: str) -> None:
-    registry = SessionRegistry(MemoryStore(), idle_s=60)
-    assert await registry.get(odd) is None
-    assert await registry.release(odd) is None
+    registry = SessionRegistry(MemoryStore(), front="toolserver", idle_s=60)
+    assert await registry.get(odd, None) is None
+    assert await registry.release(odd, None) is None
+
+
+async def test_a_session_belongs_to_its_principal_and_front() -> None:
+    store = MemoryStore()
+    toolserver = SessionRegistry(store, front="toolserver", idle_s=60)
+    jsonrpc = SessionRegistry(store, front="jsonrpc", idle_s=60)
+    alice, bob = Principal("alice"), Principal("bob")
+    session = await toolserver.create(alice)
+    assert (await toolserver.get(session.id, alice)) is not None
+    # Another principal, or no principal, gets exactly what an unknown id gets.
+    assert await toolserver.get(session.id, bob) is None
+    assert await toolserver.get(session.id, None) is None
+    assert await toolserver.release(session.id, bob) is None
+    # Another front never sees it, even for the same principal.
+    assert await jsonrpc.get(session.id, alice) is None
+    assert (await toolserver.release(session.id, alice)) is not None
+
+
+async def test_each_kind_of_entry_has_its_own_bound() -> None:
+    store = MemoryStore(max_entries=5)
+    sessions = SessionRegistry(store, front="toolserver", idle_s=60)
+    kept = [await sessions.create(None) for _ in range(3)]
+    for index in range(50):  # a flood of another kind of entry
+        await store.set(f"oxp:call:{index}", {"n": index}, 60)
+    assert store.count("oxp") == 5
+    for session in kept:
+        assert await sessions.get(session.id, None) is not None
