@@ -8,7 +8,7 @@ CONFIG ?= config/gateway.yaml
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test lint install install-test clean
+.PHONY: run test lint install install-test clean fuzz soak
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,15 @@ run: install
 
 test: install-test
 	$(BIN)/python -m pytest
+
+# 10,000 generated requests per front against a real gateway, fresh randomness, each front bounded in time.
+fuzz: install-test
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-10000} FUZZ_SECONDS=$${FUZZ_SECONDS:-900} FUZZ_RANDOM=1 \
+		$(BIN)/python -m pytest -q tests/fuzz
+
+# 100,000 calls per kind against a real gateway; prints memory growth and store sizes (bench/soak.py).
+soak: install-test
+	$(BIN)/python -m bench.soak --calls $${SOAK_CALLS:-100000}
 
 lint: install-test
 	$(BIN)/ruff check .
