@@ -25,6 +25,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import ConfigError, GatewayError
 from gateway.model import ToolSpec
 from gateway.routing import apply_routing
+from gateway.upstream import UPSTREAMS
 
 log = structlog.get_logger("toolplex.discovery")
 
@@ -47,6 +48,8 @@ class BackendState:
             "tools": self.tools,
             "error": self.error,
             "checked_at": self.checked_at,
+            # closed | half-open | open for an upstream backend, None for in-process ones
+            "breaker": UPSTREAMS.breaker_state(self.name),
         }
 
 

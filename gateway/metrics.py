@@ -3,21 +3,27 @@
 Counting happens in an `after` hook like any other middleware; the route only
 renders what the configured `Metrics` middleware collected. Each instance has
 its own registry, so several gateways in one process never share counters.
+The route adds each upstream backend's circuit breaker, read when scraped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.breaker import STATE_VALUES
 from gateway.errors import GatewayError
 from gateway.http import json_response
 from gateway.middleware import BaseMiddleware
 from gateway.model import Call, Outcome
+from gateway.upstream import UPSTREAMS
 
 if TYPE_CHECKING:
     from gateway.runtime import Gateway
@@ -55,8 +61,41 @@ class Metrics(BaseMiddleware):
             self.cache_hits.labels(tool).inc()
 
 
+class BreakerCollector(Collector):
+    """Each upstream backend's circuit breaker, read at scrape time (state 0 closed, 1 half-open, 2 open)."""
+
+    def __init__(self, backend_names: Callable[[], Iterable[str]]) -> None:
+        self.backend_names = backend_names
+
+    def collect(self) -> Iterator[Metric]:
+        state = GaugeMetricFamily(
+            "toolplex_upstream_breaker_state",
+            "Circuit breaker of each upstream backend: 0 closed, 1 half-open, 2 open",
+            labels=["backend"],
+        )
+        failures = CounterMetricFamily(
+            "toolplex_upstream_failures",
+            "Upstream faults counted by the breaker: connect errors, timeouts, 5xx, malformed answers",
+            labels=["backend"],
+        )
+        opened = CounterMetricFamily(
+            "toolplex_upstream_breaker_opened", "Times the breaker opened (closed -> open)", labels=["backend"]
+        )
+        for name in sorted(self.backend_names()):
+            upstreams = UPSTREAMS.of(name)
+            current = UPSTREAMS.breaker_state(name)
+            if current is None:
+                continue  # an in-process backend: no upstream, no breaker
+            state.add_metric([name], STATE_VALUES[current])
+            failures.add_metric([name], sum(u.breaker.failures_total for u in upstreams))
+            opened.add_metric([name], sum(u.breaker.opened_total for u in upstreams))
+        yield from (state, failures, opened)
+
+
 def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
     """`GET <path>` in Prometheus' text format (the front kind "metrics", off by default)."""
+    breakers = CollectorRegistry()
+    breakers.register(BreakerCollector(lambda: list(gateway.backends)))
 
     async def metrics(request: Request) -> Response:
         try:
@@ -67,7 +106,7 @@ def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
         if not collectors:
             detail = "No metrics are collected: add {use: 'gateway.metrics:Metrics'} to the middleware list"
             return json_response({"detail": detail}, status=404)
-        body = b"".join(generate_latest(m.registry) for m in collectors)
+        body = b"".join(generate_latest(m.registry) for m in collectors) + generate_latest(breakers)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return [Route(settings.get("path", "/metrics"), metrics, methods=["GET"])]

@@ -1,9 +1,14 @@
 """How the gateway talks to upstream tool servers: one pooled client per backend,
-timeouts that never outlast the call's deadline, retries only where safe, and a
-circuit breaker so a dead upstream fails fast instead of holding every caller.
+timeouts that follow the call's deadline, bounded answers, retries only where
+safe, and a circuit breaker so a dead upstream fails fast instead of holding
+every caller.
 
-Protocol adapters build requests and read answers; this module only moves bytes
-and turns transport failures into canonical errors.
+Protocol adapters build requests and read answers; this module moves bytes,
+turns transport failures into canonical errors, and counts upstream faults:
+transport errors, timeouts (the call's deadline passing included) and 5xx
+answers here; answers malformed for a protocol where the adapter finds them
+(`json_of`, `Upstream.protocol_fault`). A 2xx or 4xx answer is never a fault
+because of its content type: downloads are answers.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ import contextlib
 import email.utils
 import random
 import time
-from collections.abc import AsyncIterator, Mapping
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,31 +28,57 @@ import httpx
 import orjson
 import structlog
 
+from gateway.breaker import STATE_VALUES, CircuitBreaker, Permit
 from gateway.errors import ErrorKind, Failure, GatewayError
+
+__all__ = [
+    "UPSTREAMS",
+    "CircuitBreaker",
+    "Upstream",
+    "UpstreamSettings",
+    "backend_timeout_s",
+    "failure_for_status",
+    "is_json",
+    "json_of",
+    "retry_after_ms",
+]
 
 log = structlog.get_logger("toolplex.upstream")
 
 # Failures that prove the request never reached the upstream: safe to send again.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # limits.max_upstream_response_bytes
+LIMIT_KEY = "max_upstream_response_bytes"  # the gateway-wide limit, handed to each backend's settings
+# A cancellation this close to the call's deadline is the deadline passing (timers of the
+# dispatcher and of the request fire in the same loop iteration, in either order).
+DEADLINE_SLACK_S = 0.05
+# 500 and 501 with a JSON body are protocol answers (a ToolServerNode or OpenTool tool failing,
+# a method not implemented): the adapter judges them. Every other 5xx is the upstream in trouble.
+PROTOCOL_5XX = (500, 501)
+VERDICT_KEY = "toolplex.verdict"
+MIN_RETRY_AFTER_MS = 1000  # what a caller refused by an open breaker is told to wait, at least
 
 
 @dataclass
 class UpstreamSettings:
     url: str
     connect_timeout_s: float = 5.0
-    read_timeout_s: float = 30.0
-    total_timeout_s: float = 60.0
+    read_timeout_s: float = 30.0  # requests without a call deadline only (discovery, sessions)
+    total_timeout_s: float = 60.0  # likewise
     retries: int = 2
     backoff_s: float = 0.2
     breaker_failures: int = 5
     breaker_cooldown_s: float = 30.0
     max_connections: int = 50
     headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float | None = None  # caps the deadline of every call to this backend (Dispatcher.deadline_for)
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     @classmethod
     def from_config(cls, settings: Mapping[str, Any]) -> UpstreamSettings:
         timeouts = settings.get("timeouts_s") or {}
         breaker = settings.get("circuit_breaker") or {}
+        cap = settings.get("timeout_s")
         return cls(
             url=settings["url"].rstrip("/"),
             connect_timeout_s=float(timeouts.get("connect", 5.0)),
@@ -57,51 +90,69 @@ class UpstreamSettings:
             breaker_cooldown_s=float(breaker.get("cooldown_s", 30.0)),
             max_connections=int(settings.get("max_connections", 50)),
             headers=dict(settings.get("headers") or {}),
+            timeout_s=float(cap) if cap is not None else None,
+            max_response_bytes=int(settings.get(LIMIT_KEY) or DEFAULT_MAX_RESPONSE_BYTES),
         )
 
 
-class CircuitBreaker:
-    """Closed until `threshold` consecutive failures; then open for `cooldown` seconds;
-    then one probe is let through (half-open): success closes it, failure opens it again."""
+def backend_timeout_s(backend: Any) -> float | None:
+    """A backend's configured `timeout_s` (the cap on its calls' deadlines), or None."""
+    settings = getattr(backend, "settings", None)
+    value = settings.get("timeout_s") if isinstance(settings, Mapping) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
-    def __init__(self, threshold: int, cooldown: float) -> None:
-        self.threshold = threshold
-        self.cooldown = cooldown
-        self.failures = 0
-        self.opened_at: float | None = None
-        self._probing = False
 
-    @property
-    def state(self) -> str:
-        if self.opened_at is None:
-            return "closed"
-        return "half-open" if time.monotonic() - self.opened_at >= self.cooldown else "open"
+@dataclass(eq=False)
+class Verdict:
+    """What the breaker made of one answer: a fault already, or the success generation to overrule."""
 
-    def allow(self) -> bool:
-        state = self.state
-        if state == "closed":
-            return True
-        if state == "half-open" and not self._probing:
-            self._probing = True
-            return True
-        return False
+    upstream: int  # id() of the Upstream that judged it
+    fault: bool
+    generation: int = 0
 
-    def success(self) -> None:
-        self.failures = 0
-        self.opened_at = None
-        self._probing = False
 
-    def failure(self) -> None:
-        self.failures += 1
-        self._probing = False
-        if self.failures >= self.threshold or self.opened_at is not None:
-            self.opened_at = time.monotonic()
+# The verdict on the last answer the current task received: lets an adapter that finds an
+# answer malformed (without holding the response) count it once, never twice.
+_LAST_VERDICT: ContextVar[Verdict | None] = ContextVar("toolplex_upstream_verdict", default=None)
+
+
+class UpstreamRegistry:
+    """Every open `Upstream` by backend name: how the core shows breaker states (/readyz, /metrics)
+    without knowing in which attribute each backend keeps its clients. Weak references only;
+    an upstream leaves when closed, so the registry never outgrows the configuration."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, list[weakref.ref[Upstream]]] = {}
+
+    def add(self, upstream: Upstream) -> None:
+        refs = [r for r in self._by_name.get(upstream.name, []) if r() is not None]
+        self._by_name[upstream.name] = [*refs, weakref.ref(upstream)]
+
+    def remove(self, upstream: Upstream) -> None:
+        refs = [r for r in self._by_name.get(upstream.name, []) if r() not in (None, upstream)]
+        if refs:
+            self._by_name[upstream.name] = refs
+        else:
+            self._by_name.pop(upstream.name, None)
+
+    def of(self, name: str) -> list[Upstream]:
+        return [u for u in (r() for r in self._by_name.get(name, [])) if u is not None]
+
+    def breaker_state(self, name: str) -> str | None:
+        """The worst breaker state among the backend's upstreams; None when it has none."""
+        states = [u.breaker.state for u in self.of(name)]
+        return max(states, key=STATE_VALUES.__getitem__) if states else None
+
+
+UPSTREAMS = UpstreamRegistry()
 
 
 class Upstream:
-    """One backend's connection pool, breaker and retry policy."""
+    """One backend's connection pool, breaker, answer bound and retry policy."""
 
-    def __init__(self, name: str, settings: UpstreamSettings) -> None:
+    def __init__(
+        self, name: str, settings: UpstreamSettings, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
         self.name = name
         self.settings = settings
         self.breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
@@ -113,15 +164,107 @@ class Upstream:
             limits=httpx.Limits(max_connections=settings.max_connections),
             headers=settings.headers,
             follow_redirects=False,
+            transport=transport,
         )
+        UPSTREAMS.add(self)
 
     def unavailable(self, message: str, **fields: Any) -> GatewayError:
+        fields.setdefault("can_retry", True)
+        return GatewayError.of(
+            ErrorKind.UPSTREAM_UNAVAILABLE, f"Upstream {self.name!r} is unavailable: {message}", **fields
+        )
+
+    def protocol_fault(self, message: str, response: httpx.Response | None = None, **fields: Any) -> GatewayError:
+        """Count an answer malformed for the adapter's protocol against the breaker; the error to raise.
+
+        The answer is `response`, or else the last one this task received from this upstream; it
+        counts once, however many times it is reported.
+        """
+        verdict = response.extensions.get(VERDICT_KEY) if response is not None else _LAST_VERDICT.get()
+        mine = verdict if isinstance(verdict, Verdict) and verdict.upstream == id(self) else None
+        self._fault(message, mine)
+        return self.unavailable(message, **fields)
+
+    def _fault(self, reason: str, verdict: Verdict | None = None) -> None:
+        """Count one upstream fault; an answer already judged (`verdict`) counts at most once."""
+        if verdict is not None:
+            if verdict.fault:
+                return
+            verdict.fault = True
+            self.breaker.overrule(verdict.generation)
+        else:
+            self.breaker.failure()
+        log.info("upstream_fault", backend=self.name, reason=reason, breaker=self.breaker.state)
+
+    def _admit(self, budget: float) -> Permit:
+        permit = self.breaker.acquire(lease=budget + 1.0)
+        if permit is None:
+            wait_ms = max(MIN_RETRY_AFTER_MS, int(self.breaker.retry_after_s() * 1000))
+            raise self.unavailable("circuit open after repeated failures", retry_after_ms=wait_ms)
+        return permit
+
+    def _timeout(self, remaining: float | None) -> httpx.Timeout:
+        """The call's remaining deadline is the only clock for reads; connecting keeps its own bound."""
+        if remaining is None:
+            return self.client.timeout
+        return httpx.Timeout(remaining, connect=min(self.settings.connect_timeout_s, remaining))
+
+    def _deadline_error(self) -> GatewayError:
+        return GatewayError.of(
+            ErrorKind.DEADLINE, f"Upstream {self.name!r} did not answer before the deadline", can_retry=True
+        )
+
+    def _cancelled(self, deadline: float | None, verdict: Verdict | None = None) -> None:
+        """Our caller cancelled us: at the deadline that is a timeout (a fault); else it says nothing."""
+        if deadline is not None and time.monotonic() >= deadline - DEADLINE_SLACK_S:
+            self._fault("no answer before the call's deadline", verdict)
+
+    def _judge(self, response: httpx.Response) -> Verdict:
+        """Count an answer's status: 5xx is a fault, except a protocol's own 500/501 with a JSON body."""
+        status = response.status_code
+        if status >= 500 and not (status in PROTOCOL_5XX and is_json(response)):
+            self._fault(f"HTTP {status}")
+            verdict = Verdict(id(self), fault=True)
+        else:
+            verdict = Verdict(id(self), fault=False, generation=self.breaker.success())
+        response.extensions[VERDICT_KEY] = verdict
+        _LAST_VERDICT.set(verdict)
+        return verdict
+
+    def _too_large(self, response: httpx.Response) -> GatewayError:
+        limit = self.settings.max_response_bytes
         return GatewayError.of(
             ErrorKind.UPSTREAM_UNAVAILABLE,
-            f"Upstream {self.name!r} is unavailable: {message}",
-            can_retry=True,
-            **fields,
+            f"Upstream {self.name!r} answered more than {limit} bytes (limits.max_upstream_response_bytes)",
+            developer_message=f"{response.request.method} {response.request.url.path} answered HTTP "
+            f"{response.status_code}; reading stopped at the limit",
+            details={"limit_bytes": limit, "bytes_read": response.num_bytes_downloaded},
         )
+
+    async def _read_bounded(self, response: httpx.Response) -> None:
+        """Read the body as it arrives; stop at the limit instead of buffering more."""
+        limit = self.settings.max_response_bytes
+        declared = response.headers.get("content-length", "")
+        if response.request.method != "HEAD" and declared.isdigit() and int(declared) > limit:
+            raise self._too_large(response)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise self._too_large(response)
+            chunks.append(chunk)
+        response._content = b"".join(chunks)  # what httpx's own aread() stores
+
+    async def _exchange(self, method: str, path: str, timeout: httpx.Timeout, kwargs: dict[str, Any]) -> httpx.Response:
+        send = {k: kwargs.pop(k) for k in ("auth", "follow_redirects") if k in kwargs}
+        request = self.client.build_request(method, path, timeout=timeout, **kwargs)
+        response = await self.client.send(request, stream=True, **send)
+        try:
+            await self._read_bounded(response)
+        finally:
+            await response.aclose()
+        return response
 
     async def request(
         self,
@@ -133,58 +276,60 @@ class Upstream:
         expect_json: bool = True,
         **kwargs: Any,
     ) -> httpx.Response:
-        """Send one request. `deadline` is an absolute time.monotonic(); it always wins over timeouts.
+        """Send one request. `deadline` is an absolute time.monotonic(); it is the only clock for reading.
 
         Retries: any failure when `idempotent` (discovery), otherwise only failures that
         prove the request was never sent. A tool call that may have arrived is never re-sent.
-        With `expect_json`, an answer that is not JSON counts against the circuit breaker.
+        `expect_json` is kept for existing callers and no longer judges anything: whether a
+        body is malformed is the protocol adapter's call (`json_of`, `protocol_fault`).
         """
-        if not self.breaker.allow():
-            raise self.unavailable("circuit open after repeated failures", retry_after_ms=1000)
+        del expect_json
+        budget = self.settings.total_timeout_s if deadline is None else max(0.0, deadline - time.monotonic())
+        permit = self._admit(budget)
+        try:
+            return await self._attempts(method, path, deadline, idempotent, kwargs)
+        except asyncio.CancelledError:
+            self._cancelled(deadline)
+            raise
+        finally:
+            self.breaker.release(permit)
+
+    async def _attempts(
+        self, method: str, path: str, deadline: float | None, idempotent: bool, kwargs: dict[str, Any]
+    ) -> httpx.Response:
         attempts = 1 + max(0, self.settings.retries)
         for attempt in range(attempts):
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise GatewayError.of(ErrorKind.DEADLINE, f"Deadline passed before upstream {self.name!r} answered")
-            timeout = self.client.timeout
-            if remaining is not None:
-                cap = min(remaining, self.settings.total_timeout_s)
-                timeout = httpx.Timeout(
-                    cap,
-                    connect=min(self.settings.connect_timeout_s, cap),
-                    read=min(self.settings.read_timeout_s, cap),
-                )
+            last = attempt + 1 >= attempts
             try:
                 async with asyncio.timeout(remaining if remaining is not None else self.settings.total_timeout_s):
-                    response = await self.client.request(method, path, timeout=timeout, **kwargs)
-                    await response.aread()
+                    response = await self._exchange(method, path, self._timeout(remaining), dict(kwargs))
             except NOT_SENT as exc:
-                self.breaker.failure()
-                if attempt + 1 < attempts:
+                self._fault(f"cannot connect ({type(exc).__name__})")
+                if not last and self.breaker.state == "closed":
                     await self._backoff(attempt, deadline)
                     continue
                 raise self.unavailable(f"cannot connect ({type(exc).__name__})") from None
             except (TimeoutError, httpx.TimeoutException):
-                self.breaker.failure()
-                if deadline is not None and time.monotonic() >= deadline - 0.001:
-                    raise GatewayError.of(
-                        ErrorKind.DEADLINE, f"Upstream {self.name!r} did not answer before the deadline", can_retry=True
-                    ) from None
-                if idempotent and attempt + 1 < attempts:
+                self._fault("no answer in time")
+                if deadline is not None and time.monotonic() >= deadline - DEADLINE_SLACK_S:
+                    raise self._deadline_error() from None
+                if idempotent and not last and self.breaker.state == "closed":
                     await self._backoff(attempt, deadline)
                     continue
                 raise self.unavailable("it did not answer in time") from None
             except httpx.HTTPError as exc:
-                self.breaker.failure()
-                if idempotent and attempt + 1 < attempts:
+                self._fault(f"the connection failed ({type(exc).__name__})")
+                if idempotent and not last and self.breaker.state == "closed":
                     await self._backoff(attempt, deadline)
                     continue
                 raise self.unavailable(f"the connection failed ({type(exc).__name__})") from None
-            if response.status_code in (502, 503, 504) or (expect_json and not is_json(response)):
-                # The upstream (or a proxy before it) is in trouble; a 500 with JSON may be a tool failing.
-                self.breaker.failure()
-            else:
-                self.breaker.success()
+            except GatewayError:
+                self.breaker.success()  # too large: the upstream is alive and answering, just too much
+                raise
+            self._judge(response)
             return response
         raise self.unavailable("no attempt left")  # pragma: no cover - the loop always returns or raises
 
@@ -192,26 +337,36 @@ class Upstream:
     async def stream(
         self, method: str, path: str, *, deadline: float | None = None, **kwargs: Any
     ) -> AsyncIterator[httpx.Response]:
-        """A response whose body is read as it arrives (Server-Sent Events); never retried."""
-        if not self.breaker.allow():
-            raise self.unavailable("circuit open after repeated failures", retry_after_ms=1000)
+        """A response whose body is read as it arrives (Server-Sent Events); never retried.
+
+        Each event of an event stream (the bytes between blank lines, so each line too) is
+        bounded by the answer limit; any other body is bounded whole.
+        """
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        timeout = self.client.timeout if remaining is None else httpx.Timeout(remaining)
+        permit = self._admit(self.settings.total_timeout_s if remaining is None else remaining)
+        verdict: Verdict | None = None  # once the head arrived, a fault in the body overrules its success
         try:
-            async with self.client.stream(method, path, timeout=timeout, **kwargs) as response:
-                self.breaker.success()
+            async with self.client.stream(method, path, timeout=self._timeout(remaining), **kwargs) as response:
+                verdict = self._judge(response)
+                events = response.headers.get("content-type", "").startswith("text/event-stream")
+                response.stream = BoundedStream(
+                    response.stream, self.settings.max_response_bytes, lambda: self._too_large(response), events
+                )
                 yield response
         except NOT_SENT as exc:
-            self.breaker.failure()
+            self._fault(f"cannot connect ({type(exc).__name__})")
             raise self.unavailable(f"cannot connect ({type(exc).__name__})") from None
         except httpx.TimeoutException:
-            self.breaker.failure()
-            raise GatewayError.of(
-                ErrorKind.DEADLINE, f"Upstream {self.name!r} did not answer before the deadline", can_retry=True
-            ) from None
+            self._fault("no answer in time", verdict)
+            raise self._deadline_error() from None
         except httpx.HTTPError as exc:
-            self.breaker.failure()
+            self._fault(f"the connection failed ({type(exc).__name__})", verdict)
             raise self.unavailable(f"the connection failed ({type(exc).__name__})") from None
+        except asyncio.CancelledError:
+            self._cancelled(deadline, verdict)
+            raise
+        finally:
+            self.breaker.release(permit)
 
     async def _backoff(self, attempt: int, deadline: float | None) -> None:
         delay = self.settings.backoff_s * (2**attempt) * (0.5 + random.random())
@@ -220,7 +375,38 @@ class Upstream:
         await asyncio.sleep(delay)
 
     async def close(self) -> None:
+        UPSTREAMS.remove(self)
         await self.client.aclose()
+
+
+class BoundedStream(httpx.AsyncByteStream):
+    """A streamed body that fails once it exceeds `limit` bytes; with `events`, once one
+    Server-Sent Event (the bytes since the last blank line) does."""
+
+    BOUNDARIES = (b"\r\n\r\n", b"\n\n", b"\r\r")
+
+    def __init__(
+        self, inner: httpx.AsyncByteStream, limit: int, too_large: Callable[[], Exception], events: bool
+    ) -> None:
+        self.inner = inner
+        self.limit = limit
+        self.too_large = too_large
+        self.events = events
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pending = 0  # bytes of the event (or body) being received
+        tail = b""  # the last bytes seen, so a boundary split across chunks is still found
+        async for chunk in self.inner:
+            window = tail + chunk
+            ends = [window.rfind(b) + len(b) for b in self.BOUNDARIES if b in window] if self.events else []
+            pending = len(window) - max(ends) if ends else pending + len(chunk)
+            if pending > self.limit:
+                raise self.too_large()
+            tail = window[-3:]
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 def is_json(response: httpx.Response) -> bool:
@@ -229,18 +415,20 @@ def is_json(response: httpx.Response) -> bool:
 
 
 def json_of(upstream: Upstream, response: httpx.Response) -> Any:
-    """The body as JSON, or an UPSTREAM_UNAVAILABLE error that says what came back instead."""
+    """The body as JSON, or an UPSTREAM_UNAVAILABLE error that says what came back instead.
+
+    The adapter calling this needs JSON, so a 2xx or 5xx answer that is not JSON is malformed
+    for its protocol and counts against the breaker; a 4xx one (a proxy's error page) does not.
+    """
     try:
         return response.json()
     except ValueError:
-        if is_json(response):  # otherwise `request` has counted it already
-            upstream.breaker.failure()
         kind = response.headers.get("content-type", "no content type")
         snippet = response.text[:80].replace("\n", " ")
-        raise upstream.unavailable(
-            f"it answered HTTP {response.status_code} with {kind}, not JSON",
-            developer_message=f"first bytes: {snippet!r}",
-        ) from None
+        message = f"it answered HTTP {response.status_code} with {kind}, not JSON"
+        if 400 <= response.status_code < 500:
+            raise upstream.unavailable(message, developer_message=f"first bytes: {snippet!r}") from None
+        raise upstream.protocol_fault(message, response, developer_message=f"first bytes: {snippet!r}") from None
 
 
 def retry_after_ms(headers: Mapping[str, str]) -> int | None:
