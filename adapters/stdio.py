@@ -205,8 +205,14 @@ class StdioPeer:
             self._stderr.append(text)
             log.info("peer_stderr", peer=self.label, pid=self.pid, line=text)
 
-    async def kill(self) -> None:
-        """SIGKILL the child and reap it: when this returns the process is gone."""
+    async def kill(self, note: str | None = None) -> None:
+        """SIGKILL the child and reap it: when this returns the process is gone.
+
+        `note` says why (e.g. "it did not stop a cancelled call"); the requests
+        still open get it in their PeerExited.
+        """
+        if note is not None and self.process.returncode is None:
+            self._note = note
         self._closing = True
         if self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):

@@ -98,10 +98,9 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from gateway.app import create_app
     from gateway.observability import configure_logging
+    from gateway.serving import GatewayServer, uvicorn_config
 
     try:
         config = _load(args.config)
@@ -114,29 +113,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     port = args.port if args.port is not None else server["port"]
     configure_logging(config.section("logging")["level"])
     try:
-        app = create_app(config, start_with_server=False)  # e.g. auth.jwt names an unset environment variable
+        # ConfigError: e.g. auth.jwt names an unset environment variable
+        app = create_app(config, start_with_server=False, bind_host=host)
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
-    settings = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
-    )
-    return asyncio.run(_serve(app.state.gateway, uvicorn.Server(settings)))
+    gateway = app.state.gateway
+    http = GatewayServer(uvicorn_config(app, server, host, port), gateway, float(server["shutdown_grace_s"]))
+    return asyncio.run(_serve(gateway, http))
 
 
 async def _serve(gateway: Any, server: Any) -> int:
-    """Start the gateway before the server listens, so configuration errors are said cleanly, once."""
-    try:
-        await gateway.start()
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return 1
-    try:
-        await server.serve()
-    finally:
-        await gateway.close()
+    """Start the gateway before the server listens, so configuration errors are said cleanly, once.
+
+    The signal handlers cover the whole life, closing included: a SIGTERM at any
+    point ends in `gateway.close()`, which stops every sidecar and worker.
+    """
+    with server.signals():
+        try:
+            await gateway.start()
+        except ConfigError as exc:
+            for problem in exc.problems:
+                print(problem, file=sys.stderr)
+            return 1
+        try:
+            await server.serve()
+        finally:
+            await gateway.close()
     return 0 if server.started else 1
 
 

@@ -6,6 +6,7 @@ single place that knows how the pieces are wired together.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -21,12 +22,19 @@ from gateway.config import GatewayConfig
 from gateway.discovery import BackendState, Discovery
 from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError
+from gateway.limits import CallLimiter
 from gateway.middleware import build_middleware
 from gateway.model import ToolSpec
 from gateway.runs import RunRegistry
 from gateway.state import MemoryStore, StateStore
+from gateway.upstream import LIMIT_KEY
+from gateway.workspaces import Workspaces, WorkspaceSettings
+from gateway.workspaces import install as install_workspaces
+from gateway.workspaces import uninstall as uninstall_workspaces
 
 log = structlog.get_logger("toolplex.runtime")
+
+BACKEND_CLOSE_TIMEOUT_S = 10.0  # each backend's close (kill sidecars, release upstream sessions) at most this
 
 try:
     GATEWAY_VERSION = version("toolplex")
@@ -35,7 +43,12 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 
 def create_backends(config: GatewayConfig) -> dict[str, Backend]:
-    return {settings["name"]: create_backend(settings) for settings in config.data["backends"]}
+    # The gateway-wide bound on upstream answers reaches each upstream backend's Upstream through its settings.
+    limit = {LIMIT_KEY: config.section("limits").get(LIMIT_KEY)}
+    return {
+        settings["name"]: create_backend({**settings, **limit} if "url" in settings else settings)
+        for settings in config.data["backends"]
+    }
 
 
 def catalog_builder(config: GatewayConfig) -> Callable[[list[ToolSpec], set[str]], Catalog]:
@@ -73,6 +86,7 @@ class Gateway:
         self.version = GATEWAY_VERSION
         limits = config.section("limits")
         self.max_body_bytes: int = limits["max_body_bytes"]
+        self.max_json_depth: int = limits["max_json_depth"]
         self.store: StateStore = MemoryStore(max_entries=config.section("state")["max_entries"])
         self.auth: Authenticator = build_authenticator(config.section("auth"))
         self.backends: dict[str, Backend] = {}
@@ -82,8 +96,11 @@ class Gateway:
             default_timeout=float(limits["default_timeout_s"]),
             max_timeout=float(limits["max_timeout_s"]),
             secrets=config.data.get("secrets") or {},
+            limiter=CallLimiter(limits["max_concurrent_calls"], limits["max_concurrent_calls_per_principal"]),
         )
         self.runs = RunRegistry(self.dispatcher)
+        # Session workspaces: served by the ToolServerNode front, used by workspace tools (FileSystemEnv).
+        self.workspaces = Workspaces(WorkspaceSettings.from_config(config.section("workspaces")))
         self.discovery: Discovery | None = None
         self.ready = False
 
@@ -102,11 +119,13 @@ class Gateway:
         self.dispatcher.middleware = build_middleware(self.config.data.get("middleware") or [])
         self.dispatcher.cache = ResultCache.from_backends(self.config.data["backends"])
         self.backends.update(create_backends(self.config))
+        install_workspaces(self.workspaces)
         self.discovery = Discovery(self.config, self.backends, catalog_builder(self.config), self._publish)
         try:
             await self.discovery.refresh(strict=True)
         except BaseException:
             await self._close_backends()
+            uninstall_workspaces(self.workspaces)
             raise
         interval = float(self.config.section("discovery").get("interval_s", 30))
         if interval > 0:
@@ -117,11 +136,23 @@ class Gateway:
         return [state.public() for state in self.discovery.states.values()] if self.discovery else []
 
     async def _close_backends(self) -> None:
-        for backend in self.backends.values():
-            try:
+        """Close every backend at once, each within BACKEND_CLOSE_TIMEOUT_S; one that fails or hangs stops no other."""
+        await asyncio.gather(*(self._close_backend(name, b) for name, b in self.backends.items()))
+
+    @staticmethod
+    async def _close_backend(name: str, backend: Backend) -> None:
+        try:
+            async with asyncio.timeout(BACKEND_CLOSE_TIMEOUT_S):
                 await backend.close()
-            except Exception:
-                log.exception("backend_close_failed", backend=getattr(backend, "name", "?"))
+        except TimeoutError:
+            log.error("backend_close_timed_out", backend=name, seconds=BACKEND_CLOSE_TIMEOUT_S)
+        except Exception:
+            log.exception("backend_close_failed", backend=name)
+
+    async def drain(self, grace: float) -> int:
+        """Stop taking calls; wait up to `grace` s for running ones, then end the rest with an answer."""
+        self.ready = False
+        return await self.dispatcher.drain(grace)
 
     async def close(self) -> None:
         self.ready = False
@@ -129,4 +160,6 @@ class Gateway:
             await self.discovery.stop()
         await self.runs.close()
         await self._close_backends()
+        uninstall_workspaces(self.workspaces)
+        self.workspaces.close()
         await self.store.close()

@@ -117,7 +117,15 @@ class WorkerPool:
             return answer.get("value")
 
     async def warm(self, timeout: float = 60.0) -> None:
-        """Start one worker and see it import the module, so a broken setup fails at start-up."""
+        """Start one worker and see it import the module, so a broken setup fails at start-up.
+
+        Rediscovery calls this again: with a worker alive there is nothing to prove,
+        and waiting for a free slot would hold up discovery behind long calls.
+        """
+        if self._closed:
+            raise GatewayError.of(ErrorKind.UPSTREAM_UNAVAILABLE, f"Backend {self.backend!r} is shutting down")
+        if any(worker.alive for worker in self._all):
+            return
         async with self._slots:
             worker = await self._borrow()
             try:

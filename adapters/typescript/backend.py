@@ -42,7 +42,6 @@ class TypeScriptBackend:
         self.cancel_grace = float(settings.get("cancel_grace_s", 2))
         self.files: list[str] = []
         self._sidecars: list[StdioPeer] = []
-        self._kill_reasons: dict[int, str] = {}
         self._spawn_lock = asyncio.Lock()
         self._watchdogs: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -89,15 +88,25 @@ class TypeScriptBackend:
         return files
 
     async def discover(self) -> list[ToolSpec]:
-        self.files = self._module_files()
-        sidecar = await self._spawn()
+        """List the tools through a running sidecar (started only if none is alive).
+
+        Rediscovery runs every `discovery.interval_s`: it reuses the pool, so it never
+        adds a Node process, and it restarts a sidecar that was killed meanwhile.
+        The modules are loaded when a sidecar starts; a changed module takes effect
+        when its sidecars are restarted (a gateway restart).
+        """
+        if self._closed:
+            raise GatewayError.of(ErrorKind.UPSTREAM_UNAVAILABLE, f"Backend {self.name!r} is shutting down")
+        if not self._sidecars:
+            self.files = self._module_files()  # checked before the first start, or after every sidecar died
+        sidecar = await self._pick(idle_only=False)
         try:
             listing = await asyncio.wait_for(sidecar.request("tool.list", {}), self.startup_timeout)
         except (PeerExited, TimeoutError) as exc:
             tail = sidecar.stderr_tail()
-            await sidecar.kill()
-            self._sidecars.remove(sidecar)
             why = "did not answer in time" if isinstance(exc, TimeoutError) else f"ended with {exc}"
+            note = f"it did not list its tools within {self.startup_timeout:g} s"  # told to calls it was running
+            await self._drop(sidecar, note if isinstance(exc, TimeoutError) else None)
             raise ConfigError(
                 [f"backend {self.name!r}: the TypeScript sidecar {why}" + (f":\n{tail}" if tail else "")]
             ) from None
@@ -147,17 +156,30 @@ class TypeScriptBackend:
         log.info("sidecar_started", backend=self.name, pid=sidecar.pid)
         return sidecar
 
-    async def _pick(self) -> StdioPeer:
-        """The least busy live sidecar; a new one while the pool is short and all are busy."""
+    async def _pick(self, *, idle_only: bool = True) -> StdioPeer:
+        """The least busy live sidecar; a new one only while the pool is short.
+
+        Every sidecar is started here, under the lock, so the pool never holds more
+        than `pool_size` processes. A call (`idle_only`) gets a new sidecar when all
+        are busy and the pool is not full; the listing takes any live one.
+        """
         async with self._spawn_lock:
+            if self._closed:
+                raise GatewayError.of(ErrorKind.UPSTREAM_UNAVAILABLE, f"Backend {self.name!r} is shutting down")
             for dead in [s for s in self._sidecars if not s.alive]:
                 self._sidecars.remove(dead)
                 await dead.kill()
-                self._kill_reasons.pop(dead.pid, None)
             live = sorted(self._sidecars, key=lambda s: s.in_flight)
-            if live and (live[0].in_flight == 0 or len(live) >= self.pool_size):
+            if live and (not idle_only or live[0].in_flight == 0 or len(live) >= self.pool_size):
                 return live[0]
             return await self._spawn()
+
+    async def _drop(self, sidecar: StdioPeer, note: str | None = None) -> None:
+        """Kill one sidecar and take it out of the pool (the next call or discovery starts another)."""
+        async with self._spawn_lock:
+            if sidecar in self._sidecars:
+                self._sidecars.remove(sidecar)
+        await sidecar.kill(note)
 
     # ---- invocation ----
 
@@ -186,7 +208,7 @@ class TypeScriptBackend:
             self._watch(sidecar, answer, context.call_id)
             raise
         except PeerExited as exc:
-            raise GatewayError(self._death_failure(spec, sidecar, exc)) from None
+            raise GatewayError(self._death_failure(spec, exc)) from None
         except RemoteError as exc:
             raise GatewayError(self._remote_failure(spec, exc)) from None
         return result.get("value") if isinstance(result, dict) else None
@@ -200,21 +222,18 @@ class TypeScriptBackend:
         async def watchdog() -> None:
             done, _ = await asyncio.wait({answer}, timeout=self.cancel_grace)
             if not done and sidecar.alive:
-                self._kill_reasons[sidecar.pid] = (
-                    f"it did not stop a cancelled call within {self.cancel_grace:g} s "
-                    "(a tool blocked Node's event loop)"
-                )
+                note = f"it did not stop a cancelled call within {self.cancel_grace:g} s"
+                note += " (a tool blocked Node's event loop)"
                 log.warning("sidecar_unresponsive_killed", backend=self.name, pid=sidecar.pid, call_id=call_id)
-                await sidecar.kill()
+                await self._drop(sidecar, note)  # every call that sidecar was running is told why
 
         task = asyncio.get_running_loop().create_task(watchdog())
         self._watchdogs.add(task)
         task.add_done_callback(self._watchdogs.discard)
 
-    def _death_failure(self, spec: ToolSpec, sidecar: StdioPeer, exc: PeerExited) -> Failure:
-        reason = self._kill_reasons.get(sidecar.pid)  # every call that sidecar was running gets it
+    def _death_failure(self, spec: ToolSpec, exc: PeerExited) -> Failure:
         how = describe_exit(exc.returncode)
-        why = reason or exc.note or f"it ended with {how} (process.exit, an uncaught exception or no memory)"
+        why = exc.note or f"it ended with {how} (process.exit, an uncaught exception or no memory)"
         return Failure(
             kind=ErrorKind.TOOL_FAILED,
             message=f"Tool {spec.flat_name} did not complete: the TypeScript sidecar running it stopped because {why}. "
@@ -261,7 +280,8 @@ class TypeScriptBackend:
         self._closed = True
         for task in list(self._watchdogs):
             task.cancel()
-        sidecars, self._sidecars = self._sidecars, []
+        async with self._spawn_lock:  # a start under way finishes first, so its sidecar is stopped too
+            sidecars, self._sidecars = self._sidecars, []
         await asyncio.gather(*(s.kill() for s in sidecars), return_exceptions=True)
         with contextlib.suppress(Exception):
             await asyncio.gather(*self._watchdogs, return_exceptions=True)

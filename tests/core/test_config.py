@@ -16,7 +16,8 @@ def problems_of(text: str, env: dict[str, str] | None = None) -> list[str]:
 
 def test_defaults_are_filled_in() -> None:
     config = parse_config("", "g.yaml", env={})
-    assert config.data["server"] == {"host": "127.0.0.1", "port": 8080}
+    server = config.data["server"]
+    assert (server["host"], server["port"], server["shutdown_grace_s"]) == ("127.0.0.1", 8080, 30)
     assert config.data["limits"]["max_body_bytes"] == 1048576
     assert config.data["limits"]["default_timeout_s"] == 30
     assert config.data["fronts"]["opentool"]["prefix"] == "/opentool"
@@ -26,7 +27,8 @@ def test_defaults_are_filled_in() -> None:
 def test_env_expansion_with_and_without_default() -> None:
     text = "server:\n  host: ${HOST}\n  port: ${PORT:-9000}\nsecrets:\n  price: '$$5'\n"
     config = parse_config(text, "g.yaml", env={"HOST": "0.0.0.0"})
-    assert config.data["server"] == {"host": "0.0.0.0", "port": 9000}  # a whole-value ${} keeps its YAML type
+    server = config.data["server"]
+    assert (server["host"], server["port"]) == ("0.0.0.0", 9000)  # a whole-value ${} keeps its YAML type
     assert config.data["secrets"]["price"] == "$5"
 
 

@@ -198,7 +198,10 @@ def _call(base: str, tool: str, arguments: dict, timeout: float = 10) -> httpx.R
 def test_no_worker_outlives_the_gateway_process(tmp_path: Path, stop: signal.Signals) -> None:
     """One worker idle, one busy in a long call: after the gateway stops, neither runs on."""
     config = tmp_path / "gateway.yaml"
-    config.write_text(f'backends:\n  - {{name: bad, kind: python, module: "{BAD}", isolation: process}}\n')
+    config.write_text(
+        "server: {shutdown_grace_s: 1}\n"  # the busy call is not waited for (tests/e2e/test_shutdown.py does that)
+        f'backends:\n  - {{name: bad, kind: python, module: "{BAD}", isolation: process}}\n'
+    )
     port = free_port()
     gateway = subprocess.Popen(
         [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(port)],

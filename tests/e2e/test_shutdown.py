@@ -1,0 +1,298 @@
+"""Graceful shutdown of a real `toolplex serve`: in-flight calls get answers, no process outlives it.
+
+Each gateway runs a TypeScript backend (a Node.js sidecar) and an isolated Python
+backend (worker processes). Every process it starts inherits a marker in its
+environment, so the test finds them all in /proc, also after the gateway has
+exited and they would have been re-parented.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway import runtime
+from gateway.errors import ErrorKind
+from tests.isolation.processes import eventually, running, wait_until
+from tests.support import ROOT, call_tool, free_port, started_gateway, wait_for_http
+
+SLOW_TS = ROOT / "tests" / "e2e" / "tools" / "slow.mjs"
+SLOW_PY = "tests.isolation.misbehaving:toolkit"  # Bad_Sleep touches `started`, then sleeps
+MARK = "TOOLPLEX_SHUTDOWN_TEST_MARK"
+
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+
+
+@dataclass
+class Served:
+    process: subprocess.Popen[bytes]
+    base: str
+    port: int
+    log: Path
+    mark: str
+    answers: dict[str, httpx.Response | BaseException] = field(default_factory=dict)
+
+    def marked(self) -> list[int]:
+        """Live processes (the gateway and all it started) carrying this test's marker."""
+        return [pid for pid in _pids_with_env(MARK, self.mark) if running(pid)]
+
+
+def _pids_with_env(name: str, value: str) -> list[int]:
+    needle = f"{name}={value}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+@contextlib.contextmanager
+def serve(tmp_path: Path, grace: float) -> Iterator[Served]:
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        f"server: {{shutdown_grace_s: {grace}}}\n"
+        "logging: {level: info}\n"
+        "discovery: {interval_s: 0.5}\n"  # rediscovery keeps running while the gateway drains
+        "backends:\n"
+        f'  - {{name: slow, kind: typescript, modules: ["{SLOW_TS}"]}}\n'
+        f'  - {{name: bad, kind: python, module: "{SLOW_PY}", isolation: process, pool_size: 2}}\n'
+    )
+    port = free_port()
+    log = tmp_path / "gateway.log"
+    mark = uuid.uuid4().hex
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(port)],
+            cwd=ROOT,
+            env={**os.environ, MARK: mark},
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    served = Served(process, f"http://127.0.0.1:{port}", port, log, mark)
+    try:
+        wait_for_http(f"{served.base}/healthz", process)
+        yield served
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        for pid in served.marked():  # never leave anything behind, whatever the test found
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _opentool(base: str, tool: str, params: dict[str, Any]) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "method": tool, "params": params, "id": "1"}
+    return httpx.post(f"{base}/opentool/call", json=body, timeout=60)
+
+
+def _rpc(base: str, tool: str, params: dict[str, Any]) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "method": "tool.execute", "params": {"tool": tool, "parameters": params}, "id": 1}
+    return httpx.post(f"{base}/rpc", json=body, timeout=60)
+
+
+def _in_background(served: Served, name: str, send: Any, *args: Any) -> threading.Thread:
+    def run() -> None:
+        try:
+            served.answers[name] = send(served.base, *args)
+        except BaseException as exc:  # recorded: a dropped connection is what the test must rule out
+            served.answers[name] = exc
+
+    thread = threading.Thread(target=run, name=name)
+    thread.start()
+    return thread
+
+
+def _start_two_calls(served: Served, tmp_path: Path, ts_ms: int, py_s: float) -> list[threading.Thread]:
+    """One call in the Node sidecar (OpenTool front), one in an isolated worker (JSON-RPC front); both running."""
+    ts_started, py_started = tmp_path / "ts.started", tmp_path / "py.started"
+    threads = [
+        _in_background(served, "ts", _opentool, "Slow_Sleep", {"ms": ts_ms, "started": str(ts_started)}),
+        _in_background(served, "py", _rpc, "Bad_Sleep", {"seconds": py_s, "started": str(py_started)}),
+    ]
+    assert wait_until(lambda: ts_started.exists() and py_started.exists(), timeout=30), "the calls did not start"
+    return threads
+
+
+def _refuses_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return False
+    except OSError:
+        return True
+
+
+def _stopped(served: Served, threads: list[threading.Thread]) -> int:
+    """Wait (bounded) for the answers and the exit; returns the exit status."""
+    for thread in threads:
+        thread.join(timeout=60)
+        assert not thread.is_alive(), f"call {thread.name} got no answer"
+    return served.process.wait(timeout=60)
+
+
+@needs_node
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_in_flight_calls_finish_within_the_grace_and_nothing_outlives_the_gateway(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    with serve(tmp_path, grace=60) as served:
+        threads = _start_two_calls(served, tmp_path, ts_ms=4000, py_s=4)
+        children = [pid for pid in served.marked() if pid != served.process.pid]
+        assert len(children) >= 2, children  # the sidecar and the isolated worker(s)
+
+        served.process.send_signal(stop)
+
+        assert wait_until(lambda: _refuses_connections(served.port), timeout=30), "still accepting connections"
+        status = _stopped(served, threads)
+
+        ts, py = served.answers["ts"], served.answers["py"]
+        assert isinstance(ts, httpx.Response) and ts.status_code == 200, ts
+        assert ts.json()["result"] == {"result": 4000}  # finished normally during the grace
+        assert isinstance(py, httpx.Response) and py.status_code == 200, py
+        assert py.json()["result"]["output"] == "4.0"  # seed 002 sends a tool's output as text
+        assert status == 0
+        log = served.log.read_text()
+        assert '"calls": 2' in log or "calls=2" in log, "both calls were running when the shutdown began"
+        assert wait_until(lambda: not served.marked()), f"processes outlived the gateway: {served.marked()}"
+
+
+@needs_node
+def test_calls_still_running_after_the_grace_are_answered_shutting_down(tmp_path: Path) -> None:
+    with serve(tmp_path, grace=1) as served:
+        threads = _start_two_calls(served, tmp_path, ts_ms=120_000, py_s=120)
+
+        served.process.send_signal(signal.SIGTERM)
+        status = _stopped(served, threads)
+
+        ts, py = served.answers["ts"], served.answers["py"]
+        assert isinstance(ts, httpx.Response), f"the OpenTool call got no answer: {ts!r}"
+        error = ts.json()["error"]
+        assert error["code"] == 503 and "shutting down" in error["message"]  # upstream unavailable, OpenTool
+        assert isinstance(py, httpx.Response), f"the JSON-RPC call got no answer: {py!r}"
+        error = py.json()["error"]
+        assert error["code"] == -32603 and "shutting down" in error["message"]  # upstream unavailable, JSON-RPC
+        assert status == 0
+        assert wait_until(lambda: not served.marked()), f"processes outlived the gateway: {served.marked()}"
+
+
+@needs_node
+def test_sighup_is_logged_and_does_not_stop_the_gateway(tmp_path: Path) -> None:
+    with serve(tmp_path, grace=5) as served:
+        served.process.send_signal(signal.SIGHUP)
+
+        assert wait_until(lambda: "sighup_ignored" in served.log.read_text()), "SIGHUP was not logged"
+        assert served.process.poll() is None
+        assert httpx.get(f"{served.base}/healthz", timeout=5).status_code == 200
+        served.process.send_signal(signal.SIGTERM)
+        assert served.process.wait(timeout=30) == 0
+        assert wait_until(lambda: not served.marked()), f"processes outlived the gateway: {served.marked()}"
+
+
+# ---- the pieces, in process ----
+
+IN_PROCESS = """
+backends:
+  - {name: demo, kind: python, module: "adapters.python.toolkits.demo:toolkit"}
+  - {name: math, kind: python, module: "adapters.python.toolkits.arithmetic:toolkit"}
+"""
+
+
+async def test_drain_waits_for_calls_that_finish_within_the_grace() -> None:
+    gateway = await started_gateway(IN_PROCESS)
+    try:
+        call = asyncio.create_task(call_tool(gateway, "Demo_Sleep", {"seconds": 0.3}))
+        await eventually(lambda: gateway.dispatcher.running == 1)
+
+        assert await gateway.drain(grace=30) == 0  # returned when the call was done, not after 30 s
+
+        assert (await call).value == {"slept": 0.3}
+        refused = await call_tool(gateway, "Math_Add", {"a": 1, "b": 2})  # no new call once draining
+        assert refused.error is not None and refused.error.kind is ErrorKind.UPSTREAM_UNAVAILABLE
+        assert "shutting down" in refused.error.message and refused.error.can_retry
+    finally:
+        await gateway.close()
+
+
+async def test_drain_ends_calls_still_running_after_the_grace_with_an_answer() -> None:
+    gateway = await started_gateway(IN_PROCESS)
+    try:
+        calls = [asyncio.create_task(call_tool(gateway, "Demo_Sleep", {"seconds": 60})) for _ in range(3)]
+        await eventually(lambda: gateway.dispatcher.running == 3)
+
+        assert await gateway.drain(grace=0.2) == 3
+
+        for outcome in await asyncio.gather(*calls):  # answered, not cancelled
+            assert outcome.error is not None and outcome.error.kind is ErrorKind.UPSTREAM_UNAVAILABLE
+            assert outcome.error.message.startswith("The gateway is shutting down")
+        assert gateway.dispatcher.running == 0 and gateway.dispatcher.limiter.running == 0
+    finally:
+        await gateway.close()
+
+
+async def test_a_second_ctrl_c_ends_the_running_calls_without_waiting_for_the_grace() -> None:
+    gateway = await started_gateway(IN_PROCESS)
+    try:
+        call = asyncio.create_task(call_tool(gateway, "Demo_Sleep", {"seconds": 60}))
+        await eventually(lambda: gateway.dispatcher.running == 1)
+        draining = asyncio.create_task(gateway.drain(grace=600))
+        await eventually(lambda: gateway.dispatcher._shutting_down)
+
+        gateway.dispatcher.hurry()
+
+        assert await asyncio.wait_for(draining, timeout=30) == 1
+        outcome = await call
+        assert outcome.error is not None and outcome.error.kind is ErrorKind.UPSTREAM_UNAVAILABLE
+    finally:
+        await gateway.close()
+
+
+async def test_a_cancellation_that_is_not_the_shutdown_still_cancels() -> None:
+    gateway = await started_gateway(IN_PROCESS)
+    try:
+        call = asyncio.create_task(call_tool(gateway, "Demo_Sleep", {"seconds": 60}))
+        await eventually(lambda: gateway.dispatcher.running == 1)
+        call.cancel()  # e.g. the client went away
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert gateway.dispatcher.running == 0
+    finally:
+        await gateway.close()
+
+
+async def test_close_closes_every_backend_even_when_one_hangs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "BACKEND_CLOSE_TIMEOUT_S", 0.2)
+    gateway = await started_gateway(IN_PROCESS)
+    closed: list[str] = []
+    hung = asyncio.Event()
+
+    async def hangs() -> None:
+        hung.set()
+        await asyncio.Event().wait()  # never returns: cut off by the bound
+
+    async def records() -> None:
+        closed.append("math")
+
+    monkeypatch.setattr(gateway.backends["demo"], "close", hangs)
+    monkeypatch.setattr(gateway.backends["math"], "close", records)
+
+    await asyncio.wait_for(gateway.close(), timeout=10)
+
+    assert hung.is_set() and closed == ["math"]
