@@ -7,19 +7,35 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.config import GatewayConfig
 from gateway.fronts import front_routes
+from gateway.guard import HostOriginGuard, default_hosts
 from gateway.http import json_response
+from gateway.observability import config_secrets, register_secrets
 from gateway.runtime import Gateway
 
 
-def create_app(config: GatewayConfig, *, start_with_server: bool = True) -> Starlette:
-    """The app; its lifespan starts and closes the gateway unless the caller does (`toolplex serve`)."""
+def create_app(config: GatewayConfig, *, start_with_server: bool = True, bind_host: str | None = None) -> Starlette:
+    """The app; its lifespan starts and closes the gateway unless the caller does (`toolplex serve`).
+
+    `bind_host` is the address the server listens on (`toolplex serve` passes it): bound to
+    loopback, only loopback Host names are served unless `server.allowed_hosts` says otherwise.
+    An app not bound by us (in-process use, tests) checks Host only against a configured list.
+    """
+    register_secrets(config_secrets(config.data))  # API keys, upstream credentials: never in a log line
     gateway = Gateway(config)
+    server = config.section("server")
+    configured_hosts = server.get("allowed_hosts")
+    guard = Middleware(
+        HostOriginGuard,
+        allowed_hosts=configured_hosts if configured_hosts is not None else default_hosts(bind_host),
+        allowed_origins=server.get("allowed_origins") or (),
+    )
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -57,6 +73,7 @@ def create_app(config: GatewayConfig, *, start_with_server: bool = True) -> Star
             *front_routes(gateway),
         ],
         lifespan=lifespan,
+        middleware=[guard],
         exception_handlers={HTTPException: http_error, Exception: internal_error},
     )
     app.state.gateway = gateway

@@ -11,6 +11,7 @@ import jwt
 
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import Principal
+from gateway.observability import register_secrets
 
 
 class AuthMethod(Protocol):
@@ -67,16 +68,24 @@ class JwtAuth:
             raise ConfigError(
                 [f"auth.jwt.secret_env: the secret in {name} must hold at least {cls.MIN_SECRET_BYTES} bytes for HS256"]
             )
+        register_secrets([secret])  # never in a log line
         return cls(secret, audience=settings.get("audience"), leeway=float(settings.get("leeway_s", 0)))
 
     def authenticate(self, token: str) -> Principal | None:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.DecodeError:
+            if looks_like_jwt(token):
+                raise _unauthenticated("JWT is malformed: its parts are not base64url-encoded JSON") from None
             return None  # not a JWT: another method (an API key) may know it
+        except jwt.InvalidTokenError as exc:  # a non-string `kid`, a bad or unsupported `crit`, ...
+            raise _unauthenticated(f"JWT header is invalid: {exc}") from None
         algorithm = header.get("alg")
         if algorithm != self.ALGORITHM:
-            raise _unauthenticated(f"JWT algorithm {algorithm!r} is not accepted; tokens must be signed with HS256")
+            shown = algorithm if isinstance(algorithm, str) and len(algorithm) <= 20 else type(algorithm).__name__
+            raise _unauthenticated(f"JWT algorithm {shown!r} is not accepted; tokens must be signed with HS256")
+        if "crit" in header:  # no critical extension is understood here (RFC 7515 4.1.11)
+            raise _unauthenticated("JWT header names critical extensions ('crit'); none is supported")
         try:
             claims = jwt.decode(
                 token,
@@ -96,8 +105,15 @@ class JwtAuth:
             raise _unauthenticated("JWT signature is invalid") from None
         except jwt.InvalidTokenError as exc:
             raise _unauthenticated(f"JWT is invalid: {exc}") from None
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # whatever a hostile token trips
+            raise _unauthenticated(f"JWT is invalid: {type(exc).__name__}") from None
         subject = claims.get("sub")
         return Principal(name=f"jwt:{subject}" if isinstance(subject, str) and subject else "jwt")
+
+
+def looks_like_jwt(token: str) -> bool:
+    """Three dot-separated parts, the first the base64url of a JSON object (`eyJ...`)."""
+    return token.count(".") == 2 and token.startswith("eyJ")
 
 
 def _unauthenticated(message: str) -> GatewayError:

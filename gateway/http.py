@@ -30,14 +30,75 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_json(body: bytes) -> Any:
-    """Parse JSON; nesting deeper than 1024 levels is refused (orjson's bound)."""
+DEFAULT_MAX_JSON_DEPTH = 64  # limits.max_json_depth (at most 1024: orjson refuses deeper documents itself)
+
+
+def parse_json(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> Any:
+    """Parse JSON nested at most `max_depth` arrays/objects deep.
+
+    Deeper documents are refused here, as malformed, so that nothing after the
+    parser (validation, fingerprints, recursion in codecs) ever meets them.
+    """
     if not body.strip():
         raise GatewayError.of(ErrorKind.MALFORMED, "Request body is empty; a JSON document is expected")
     try:
-        return orjson.loads(body)
+        document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        if "depth limit exceeded" in str(exc):  # orjson's own bound, above any max_depth allowed
+            raise _too_deep(max_depth) from None
         raise GatewayError.of(ErrorKind.MALFORMED, f"Request body is not valid JSON: {exc}") from None
+    few_brackets = body.count(b"[") + body.count(b"{") <= max_depth  # the usual case: nothing to walk
+    if not few_brackets and nesting_exceeds(document, max_depth):
+        raise _too_deep(max_depth)
+    return document
+
+
+def nesting_exceeds(document: Any, max_depth: int) -> bool:
+    """True when arrays/objects nest more than `max_depth` levels (a scalar is depth 0); no recursion."""
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _too_deep(max_depth: int) -> GatewayError:
+    return GatewayError.of(
+        ErrorKind.MALFORMED,
+        f"Request body nests arrays/objects more than {max_depth} levels deep (limits.max_json_depth)",
+    )
+
+
+# The body types a web page may POST to any origin without a CORS preflight (the Fetch
+# standard's "CORS-safelisted" request types). A JSON endpoint that accepted them could be
+# driven by any page the developer visits; they are refused with 415 instead.
+BROWSER_FORM_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"})
+BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def browser_form_content_type(request: Request) -> str | None:
+    """The media type when a request with a body declares a type a browser form can send, else None.
+
+    A missing Content-Type is not a form (real OXP, JSON-RPC and ToolServerNode clients send
+    none), and GET/HEAD/OPTIONS carry no body to refuse.
+    """
+    if request.method in BODYLESS_METHODS:
+        return None
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return media if media in BROWSER_FORM_TYPES else None
+
+
+def unsupported_media(media: str) -> Failure:
+    """The failure a front answers with 415, in its own error format, for a browser-form body."""
+    return Failure(
+        kind=ErrorKind.MALFORMED,
+        message=f"Content-Type {media} is not accepted here; send the body as application/json",
+    )
 
 
 def is_json_content_type(request: Request) -> bool:

@@ -1,33 +1,255 @@
-"""Structured JSON logs; secrets are redacted before anything is written."""
+"""Structured JSON logs; secrets are redacted before anything is written, from every logger.
+
+Two layers, because secrets reach logs two ways:
+
+- by key: a structlog event field (at any depth) whose name looks like a credential
+  (`authorization`, `cookie`, `*token*`, `*secret*`, `password`, API-key names) is replaced;
+- by shape, in any text from any logger (ours, httpx, httpcore, uvicorn, tracebacks):
+  URL userinfo, query-string values, `Bearer`/`Basic` credentials, JWT-looking strings,
+  `key: value` pairs with a credential-like key, and every secret value the configuration
+  holds (registered with `register_secrets`) are replaced with `[redacted]`.
+
+Text from the standard `logging` module is redacted as each record is created (a record
+factory), so it holds for handlers installed later too (uvicorn installs its own).
+httpx and httpcore log each request URL at INFO and headers at DEBUG: they are kept at
+WARNING whatever the gateway's level.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import threading
+from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 
-_SECRET_WORDS = ("secret", "token", "password", "authorization", "api_key", "apikey", "cookie")
+REDACTED = "[redacted]"
+_SECRET_WORDS = (
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "authorization",
+    "api_key",
+    "apikey",
+    "api-key",
+    "cookie",
+    "credential",
+    "private_key",
+)
+QUIET_LOGGERS = ("httpx", "httpcore", "hpack")
+MAX_KNOWN_SECRETS = 1024  # configured values only: a bounded set
+MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words
+MAX_DEPTH = 8  # nested event values are redacted this deep; deeper ones are replaced whole
+
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@\"'<>]*@")
+_QUERY_VALUE = re.compile(r"(?P<key>[?&][^=&\s#\"'<>]{1,100}=)[^&\s#\"'<>]+")
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*")
+_SCHEME_CREDENTIAL = re.compile(r"\b(?P<scheme>Bearer|Basic|Token|ApiKey)(?P<sep>\s+)[^\s\"',;)]+", re.IGNORECASE)
+# `name: value` / `name=value` where the name ends like a credential header or field.
+_KEY_ENDINGS = ("authorization", "cookie", "api-key", "api_key", "apikey", "password", "passwd", "secret", "token")
+_KEYED = re.compile(
+    r"(?P<key>[\"']?[A-Za-z0-9_\-]*(?:" + "|".join(re.escape(w) for w in _KEY_ENDINGS) + r")[\"']?"
+    r"\s*[:=]\s*)(?P<quote>[\"']?)(?!\[redacted\])(?P<value>[^\"'\s,;}&)\]]+)",
+    re.IGNORECASE,
+)
 
 
-def _redact(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+class _KnownSecrets:
+    """Literal secret values from the configuration, longest first so none is half-replaced."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: tuple[str, ...] = ()
+
+    def add(self, values: Iterable[str]) -> None:
+        fresh = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH}
+        with self._lock:
+            merged = set(self._values) | fresh
+            self._values = tuple(sorted(merged, key=len, reverse=True)[:MAX_KNOWN_SECRETS])
+
+    def replace(self, text: str) -> str:
+        for value in self._values:
+            if value in text:
+                text = text.replace(value, REDACTED)
+        return text
+
+
+_KNOWN = _KnownSecrets()
+
+
+def is_secret_key(key: Any) -> bool:
+    name = str(key).lower()
+    return any(word in name for word in _SECRET_WORDS)
+
+
+def redact_text(text: str) -> str:
+    """`text` with every credential-shaped part replaced."""
+    text = _KNOWN.replace(text)
+    text = _USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    text = _QUERY_VALUE.sub(lambda m: f"{m.group('key')}{REDACTED}", text)
+    text = _JWT.sub(REDACTED, text)
+    text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group('scheme')}{m.group('sep')}{REDACTED}", text)
+    return _KEYED.sub(lambda m: f"{m.group('key')}{m.group('quote')}{REDACTED}", text)
+
+
+def redact_value(value: Any, depth: int = 0) -> Any:
+    """A copy of an event value with secret keys and credential-shaped text redacted."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    if depth >= MAX_DEPTH:
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {k: (REDACTED if is_secret_key(k) and v else redact_value(v, depth + 1)) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [redact_value(v, depth + 1) for v in value]
+    return redact_text(str(value))
+
+
+def redact_event(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """structlog processor: runs after exceptions are formatted, so tracebacks are covered too."""
     for key in list(event):
-        if any(word in key.lower() for word in _SECRET_WORDS) and event[key] is not None:
-            event[key] = "[redacted]"
+        value = event[key]
+        if is_secret_key(key) and value is not None:
+            event[key] = REDACTED
+        else:
+            event[key] = redact_value(value)
     return event
+
+
+def redact_record(record: logging.LogRecord) -> logging.LogRecord:
+    """A stdlib record with its message, exception and stack text redacted (and frozen as text)."""
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format string in a library: log what we have, redacted
+        message = f"{record.msg!r} {record.args!r}"
+    record.msg = redact_text(message)
+    record.args = None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = redact_text(record.exc_text)
+    if record.stack_info:
+        record.stack_info = redact_text(record.stack_info)
+    return record
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter for handlers someone adds by hand; the record factory already covers the rest."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        redact_record(record)
+        return True
+
+
+_FACTORY_LOCK = threading.Lock()
+_installed = False
+
+
+def install_record_redaction() -> None:
+    """Redact every stdlib log record as it is created, whichever logger and handler it goes to."""
+    global _installed
+    with _FACTORY_LOCK:
+        if _installed:
+            return
+        make = logging.getLogRecordFactory()
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            return redact_record(make(*args, **kwargs))
+
+        logging.setLogRecordFactory(factory)
+        _installed = True
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Literal values (API keys, upstream credentials, configured secrets) never to be logged."""
+    _KNOWN.add(values)
+
+
+def config_secrets(data: Any, key: str = "", depth: int = 0) -> list[str]:
+    """Every credential a configuration holds: values under credential-like keys, backend
+    header values, and passwords (and tokens) inside URLs."""
+    found: list[str] = []
+    if depth > 32:
+        return found
+    if isinstance(data, Mapping):
+        for k, v in data.items():
+            name = str(k).lower()
+            if name == "headers" and isinstance(v, Mapping):
+                found.extend(str(h) for h in v.values() if isinstance(h, str))
+                found.extend(_credential_parts(h) for h in v.values() if isinstance(h, str))
+            elif name.endswith("_env"):  # the name of a variable holding a secret, not the secret
+                continue
+            elif isinstance(v, str) and (is_secret_key(k) or name == "key"):
+                found.append(v)
+            elif name == "secrets" and isinstance(v, Mapping):  # name -> value
+                found.extend(_strings(v))
+            else:
+                found.extend(config_secrets(v, name, depth + 1))
+    elif isinstance(data, list):
+        for item in data:
+            found.extend(config_secrets(item, key, depth + 1))
+    elif isinstance(data, str) and "://" in data:
+        found.extend(_url_secrets(data))
+    return [f for f in found if f]
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _credential_parts(header: str) -> str:
+    """`Bearer abc` -> `abc`: the credential alone, as it may appear elsewhere."""
+    _scheme, _, rest = header.strip().partition(" ")
+    return rest.strip() if rest else ""
+
+
+def _url_secrets(url: str) -> list[str]:
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return []
+    values = [password] if password else []
+    for pair in parts.query.split("&"):
+        _, equals, value = pair.partition("=")
+        if equals and value:
+            values.append(value)
+    return [v for v in values if v]
+
+
+def quiet_libraries() -> None:
+    """httpx/httpcore log URLs (and, at DEBUG, headers) of every upstream request: warnings only."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def configure_logging(level: str = "info") -> None:
     numeric = getattr(logging, level.upper(), logging.INFO)
+    install_record_redaction()
     logging.basicConfig(stream=sys.stderr, level=numeric, format="%(message)s", force=True)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
+    quiet_libraries()
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            _redact,
             structlog.processors.format_exc_info,
+            redact_event,
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

@@ -5,10 +5,14 @@ Each tool becomes one document: its name split into words (`WebEnv_search_and_br
 name and description. Words are lower-cased, stop words dropped and stemmed
 (Snowball) so that "files" finds "file". The index is built once per catalog;
 a reload builds a new catalog and so a new index.
+
+Building the index and ranking are CPU work (seconds for thousands of tools):
+`retrieve` does both in a worker thread, so the event loop keeps serving.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import weakref
@@ -19,7 +23,7 @@ import snowballstemmer
 from rank_bm25 import BM25Plus
 
 from gateway.catalog import Catalog
-from gateway.model import ToolSpec
+from gateway.model import Principal, ToolSpec, permitted
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -33,17 +37,32 @@ NAME_WEIGHT = 2  # a tool's name words count this many times: names are the dens
 
 
 class Tokenizer:
-    """Words, split at camelCase and snake_case, stop words dropped, stemmed."""
+    """Words, split at camelCase and snake_case, stop words dropped, stemmed.
+
+    Stems are remembered (up to MAX_STEMS words): a catalog repeats its vocabulary, and
+    Snowball stemming is nearly all the cost of building an index.
+    """
+
+    MAX_STEMS = 200_000
 
     def __init__(self) -> None:
         self._stemmer = snowballstemmer.stemmer("english")
         self._lock = threading.Lock()  # Snowball stemmers keep state between calls
+        self._stems: dict[str, str] = {}
 
     def __call__(self, text: str) -> list[str]:
         words = _WORD.findall(_CAMEL.sub(" ", text).lower())
         kept = [w for w in words if w not in STOP_WORDS]
         with self._lock:
-            return list(self._stemmer.stemWords(kept))
+            return [self._stem(word) for word in kept]
+
+    def _stem(self, word: str) -> str:
+        stem = self._stems.get(word)
+        if stem is None:
+            stem = self._stemmer.stemWord(word)
+            if len(self._stems) < self.MAX_STEMS:
+                self._stems[word] = stem
+        return stem
 
 
 def _parameter_text(schema: dict[str, Any]) -> Iterable[str]:
@@ -106,3 +125,20 @@ def index_for(catalog: Catalog) -> ToolIndex:
             index = ToolIndex(catalog.latest(visible_only=True))
             _INDEXES[catalog] = index
         return index
+
+
+def rank(catalog: Catalog, question: str, top_k: int, principal: Principal | None = None) -> list[ToolSpec]:
+    """Up to `top_k` tools for the question, among those `principal` may call (`permitted`).
+
+    A restricted caller still gets `top_k` of its own tools: everything is ranked, then filtered.
+    """
+    index = index_for(catalog)
+    if principal is None or principal.tools is None:
+        return index.search(question, top_k)
+    ranked = index.search(question, max(top_k, len(index.specs)))
+    return [spec for spec in ranked if permitted(principal, spec)][:top_k]
+
+
+async def retrieve(catalog: Catalog, question: str, top_k: int, principal: Principal | None = None) -> list[ToolSpec]:
+    """`rank` in a worker thread: building the index and scoring never block the event loop."""
+    return await asyncio.to_thread(rank, catalog, question, top_k, principal)

@@ -15,17 +15,57 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
-from gateway.errors import ErrorKind, GatewayError
+import httpx
+
+from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.http import dumps
 from gateway.model import CallContext, ToolSpec
-from gateway.upstream import Upstream, UpstreamSettings, json_of
+from gateway.observability import redact_text
+from gateway.upstream import Upstream, UpstreamSettings, failure_for_status, json_of
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _BODY_METHODS = {"POST", "PUT", "PATCH"}
+_DOT_SEGMENTS = frozenset({".", ".."})
+_UNQUOTE_ROUNDS = 4  # a value encoded more often than this is refused rather than decoded further
+MAX_ERROR_TEXT = 500  # characters of an upstream's error body carried in the message
+
+
+def segment(name: str, value: Any) -> str:
+    """One path parameter as one path segment, never a step elsewhere.
+
+    `/` is percent-encoded (quote with nothing safe), and a value that is, or decodes to,
+    an empty segment or a dot segment (`.`, `..`, `%2e%2e`, `%252e%252e`, `a/../b`) is
+    refused: an upstream or a proxy in between that decodes and normalises the path would
+    otherwise walk out of the configured path.
+    """
+    text = str(value)
+    decoded = text
+    for _ in range(_UNQUOTE_ROUNDS):
+        step = unquote(decoded)
+        if step == decoded:
+            break
+        decoded = step
+    else:
+        if unquote(decoded) != decoded:
+            raise _bad_segment(name, text, "it is percent-encoded too many times")
+    parts = re.split(r"[/\\]", decoded)
+    if not text:
+        raise _bad_segment(name, text, "it is empty")
+    if any(part in _DOT_SEGMENTS for part in parts):
+        raise _bad_segment(name, text, "it would leave the configured path")
+    return quote(text, safe="")
+
+
+def _bad_segment(name: str, value: str, why: str) -> GatewayError:
+    shown = value if len(value) <= 80 else value[:80] + "..."
+    message = f"{name}: {shown!r} cannot be used as a path segment: {why}"
+    return GatewayError.of(ErrorKind.INVALID_ARGUMENTS, message, parameter_errors={name: message})
 
 
 @dataclass(frozen=True)
@@ -37,7 +77,7 @@ class Endpoint:
     body: tuple[str, ...] | None  # None: "everything not placed elsewhere"
 
     def split(self, arguments: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
-        path = _PLACEHOLDER.sub(lambda m: quote(str(arguments[m.group(1)]), safe=""), self.path)
+        path = _PLACEHOLDER.sub(lambda m: segment(m.group(1), arguments[m.group(1)]), self.path)
         rest = {k: v for k, v in arguments.items() if k not in self.path_params}
         query = {k: rest.pop(k) for k in self.query if k in rest}
         if self.body is not None:
@@ -81,7 +121,7 @@ class HttpBackend:
                     language="remote",
                     timeout=tool.get("timeout_s"),
                     side_effects=method not in ("GET", "HEAD"),
-                    source=f"backend {self.name!r} ({self.upstream.settings.url})",
+                    source=f"backend {self.name!r} ({redact_text(self.upstream.settings.url)})",
                     binding=Endpoint(
                         method=method,
                         path=tool["path"],
@@ -108,19 +148,44 @@ class HttpBackend:
             deadline=context.deadline,
             expect_json=False,  # a REST endpoint may answer text
         )
-        if response.status_code in (502, 503, 504):
-            raise self.upstream.unavailable(f"it answered HTTP {response.status_code}")
-        is_json = "json" in response.headers.get("content-type", "")
-        value = json_of(self.upstream, response) if is_json and response.content else response.text
         if response.status_code >= 400:
-            detail = value if isinstance(value, str) else (value.get("message") or value.get("detail") or value)
-            raise GatewayError.of(
-                ErrorKind.TOOL_FAILED,
-                f"{spec.flat_name} failed with HTTP {response.status_code}: {str(detail)[:500]}",
-                developer_message=f"{endpoint.method} {path}",
-                can_retry=response.status_code == 429,
-            )
-        return value
+            raise GatewayError(self._failure(spec, endpoint, path, response))
+        is_json = "json" in response.headers.get("content-type", "")
+        return json_of(self.upstream, response) if is_json and response.content else response.text
+
+    def _failure(self, spec: ToolSpec, endpoint: Endpoint, path: str, response: httpx.Response) -> Failure:
+        """An error answer as the canonical failure its status stands for (see `failure_for_status`).
+
+        400/422 invalid arguments, 401, 403, 404, 429 (Retry-After carried), 5xx upstream
+        failed; any other 4xx is the tool refusing (tool failed). An object body is shown as JSON.
+        """
+        status = response.status_code
+        failure = failure_for_status(
+            self.name,
+            status,
+            _error_text(response),
+            response.headers,
+            developer_message=f"{spec.flat_name}: {endpoint.method} {path} answered HTTP {status}",
+        )
+        assert failure is not None  # status >= 400
+        if failure.kind is ErrorKind.MALFORMED:  # our request was well-formed: the endpoint refused it
+            failure = dataclasses.replace(failure, kind=ErrorKind.TOOL_FAILED)
+        return failure
 
     async def close(self) -> None:
         await self.upstream.close()
+
+
+def _error_text(response: httpx.Response) -> str:
+    """What an error answer says: its `message`/`detail` when it has one, else the body; JSON, never a repr."""
+    value: Any = response.text
+    if "json" in response.headers.get("content-type", "") and response.content:
+        try:
+            value = response.json()
+        except ValueError:
+            value = response.text
+    if isinstance(value, dict):
+        said = value.get("message") or value.get("detail") or value.get("error")
+        value = said if said else value
+    text = value if isinstance(value, str) else dumps(value)
+    return text if len(text) <= MAX_ERROR_TEXT else text[:MAX_ERROR_TEXT] + "..."
