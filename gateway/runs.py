@@ -2,13 +2,18 @@
 
 OXP's patience and ToolServerNode's 450 "call again" both answer a client
 before its call is done; the run goes on here and a later request collects
-it. Runs are bounded in number and forgotten after a retention time.
+it. Both kinds of run are bounded: at most `max_runs` unfinished, and at most
+`max_finished` finished-but-uncollected ones, each dropped `retention`
+seconds after it finished (oldest first). Finished runs sit in one ordered
+map, so expiry is a sweep of its old end, not a timer per run: a forgotten
+run is released at once and nothing holds its call or outcome afterwards.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from gateway.dispatch import Dispatcher
@@ -23,6 +28,7 @@ class Run:
     task: asyncio.Task[Outcome]
     owner: str | None = None  # e.g. the session that started it
     started: float = field(default_factory=time.monotonic)
+    finished: float | None = None  # time.monotonic() when its task ended
 
     @property
     def done(self) -> bool:
@@ -30,21 +36,42 @@ class Run:
 
 
 class RunRegistry:
-    def __init__(self, dispatcher: Dispatcher, *, retention: float = 600.0, max_runs: int = 10_000) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        retention: float = 600.0,
+        max_runs: int = 10_000,
+        max_finished: int = 10_000,
+    ) -> None:
         self.dispatcher = dispatcher
         self.retention = retention
         self.max_runs = max_runs
+        self.max_finished = max_finished
         self._runs: dict[str, Run] = {}
+        self._finished: OrderedDict[str, Run] = OrderedDict()  # finish order: the oldest at the front
+
+    @property
+    def running(self) -> int:
+        """Runs whose task has not ended yet."""
+        return len(self._runs) - len(self._finished)
+
+    @property
+    def finished(self) -> int:
+        """Finished runs kept for a later collect."""
+        return len(self._finished)
 
     def get(self, key: str) -> Run | None:
+        self._sweep()
         return self._runs.get(key)
 
     def start(self, key: str, call: Call, *, owner: str | None = None) -> Run:
         """Start `call` in the background under `key`, or return the run already there."""
+        self._sweep()
         existing = self._runs.get(key)
         if existing is not None:
             return existing
-        if len(self._runs) >= self.max_runs:
+        if self.running >= self.max_runs:
             raise GatewayError.of(
                 ErrorKind.UPSTREAM_UNAVAILABLE,
                 "Too many calls in progress; try again later",
@@ -54,15 +81,28 @@ class RunRegistry:
         task = asyncio.get_running_loop().create_task(self.dispatcher.call(call), name=f"run:{key}")
         run = Run(key=key, call=call, task=task, owner=owner)
         self._runs[key] = run
-        task.add_done_callback(lambda _t: self._expire_later(key, run))
+        task.add_done_callback(lambda _t: self._finish(run))
         return run
 
-    def _expire_later(self, key: str, run: Run) -> None:
-        def drop() -> None:
+    def _finish(self, run: Run) -> None:
+        """A run ended: keep it for collection (bounded), unless it was forgotten meanwhile."""
+        run.finished = time.monotonic()
+        if self._runs.get(run.key) is not run:
+            return
+        self._finished[run.key] = run
+        self._sweep()
+
+    def _sweep(self) -> None:
+        """Drop finished runs past their retention, then the oldest ones over the bound."""
+        now = time.monotonic()
+        while self._finished:
+            key, run = next(iter(self._finished.items()))
+            expired = run.finished is not None and now - run.finished >= self.retention
+            if not expired and len(self._finished) <= self.max_finished:
+                return
+            del self._finished[key]
             if self._runs.get(key) is run:
                 del self._runs[key]
-
-        asyncio.get_running_loop().call_later(self.retention, drop)
 
     async def wait(self, run: Run, patience: float) -> Outcome | None:
         """The outcome if it arrives within `patience` seconds, else None (the run goes on)."""
@@ -78,7 +118,9 @@ class RunRegistry:
         return run.task.result()
 
     def forget(self, key: str) -> None:
+        """Drop a run (collected, or no longer wanted): nothing here references it afterwards."""
         self._runs.pop(key, None)
+        self._finished.pop(key, None)
 
     def cancel_owned_by(self, owner: str) -> int:
         """Cancel every unfinished run of one owner; returns how many."""
@@ -95,3 +137,4 @@ class RunRegistry:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._runs.clear()
+        self._finished.clear()

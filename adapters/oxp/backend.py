@@ -8,9 +8,11 @@ is the OXP front's codec, read from the other side.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import jwt
@@ -18,8 +20,8 @@ import structlog
 
 from adapters.oxp import codec
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
-from gateway.model import CallContext, ToolSpec
-from gateway.upstream import Upstream, UpstreamSettings, json_of
+from gateway.model import CallContext, ToolSpec, principal_name
+from gateway.upstream import Upstream, UpstreamSettings, failure_for_status, json_of
 
 log = structlog.get_logger("toolplex.oxp.backend")
 
@@ -28,6 +30,10 @@ MIN_SECRET_BYTES = 32  # RFC 7518 3.2: an HS256 key is at least 256 bits
 
 
 class OxpBackend:
+    # An OXP server checks each tool's requirements itself, and its challenge carries the
+    # authorization URL: the dispatcher leaves an authorization it knows no URL for to it.
+    checks_requirements = True
+
     def __init__(self, name: str, settings: dict[str, Any]) -> None:
         self.name = name
         self.settings = settings
@@ -148,44 +154,43 @@ class OxpBackend:
         return value
 
     def _failure(self, response: httpx.Response, spec: ToolSpec, forwarded: bool) -> Failure | None:
-        """The canonical failure of any answer but 200; None for a 200."""
+        """The canonical failure of any answer but 200; None for a 200.
+
+        An OXP error body says more than its status (a challenge with its URL, missing
+        secrets, parameter errors, "not found"); where it says nothing more, the status
+        decides, as for every upstream (`failure_for_status`).
+        """
         status = response.status_code
         if status == 200:
             return None
-        if status == 401:
-            if forwarded:  # the client's own credentials: the client can fix that
-                return Failure(
-                    kind=ErrorKind.UNAUTHENTICATED,
-                    message=f"The upstream of {spec.flat_name} refused the forwarded credentials",
-                    developer_message=_message_of(response),
-                )
+        if status == 401 and not forwarded:  # the gateway's own credentials: the operator's problem
             return self.upstream.unavailable(
                 "it refused the gateway's credentials (HTTP 401): check the backend's api_key / jwt",
                 developer_message=_message_of(response),
             ).failure
         if status in (400, 422):
-            body = json_of(self.upstream, response)
-            if status == 422:
-                if not isinstance(body, dict):
-                    raise self._invalid(response, "a 422 without a validation error object")
-                return codec.decode_error(422, body)
-            try:
-                failure = codec.decode_server_error(body)
-            except ValueError as exc:
-                raise self._invalid(response, str(exc)) from None
-            if failure.kind is ErrorKind.UPSTREAM_UNAVAILABLE:
-                return self.upstream.unavailable(failure.message, developer_message=failure.developer_message).failure
-            return failure
+            return self._refusal(response, status)
         if status == 413:
             return Failure(kind=ErrorKind.TOO_LARGE, message=f"The upstream of {spec.flat_name} refused the body")
-        if status == 429:
-            retry = response.headers.get("retry-after", "")
-            retry_ms = int(float(retry) * 1000) if retry.replace(".", "", 1).isdigit() else None
-            limited = self.upstream.unavailable("it is rate limiting the gateway (HTTP 429)", retry_after_ms=retry_ms)
-            return limited.failure
-        if status == 404:
-            return self.upstream.unavailable(f"it has no POST {self.path}/tools/call (HTTP 404): check 'path'").failure
-        return self._invalid(response, f"OXP servers answer 200, 400, 401 or 422, not HTTP {status}").failure
+        developer = f"check the backend's 'path' ({self.path or '/'})" if status == 404 else None
+        failure = failure_for_status(self.name, status, _said(response), response.headers, developer_message=developer)
+        if failure is None:  # a 1xx / 2xx / 3xx other than 200
+            raise self._invalid(response, f"OXP servers answer 200, 400, 401 or 422, not HTTP {status}")
+        return failure
+
+    def _refusal(self, response: httpx.Response, status: int) -> Failure:
+        """A 400 / 422 before the tool ran, read from its OXP error body."""
+        body = json_of(self.upstream, response)
+        try:
+            failure = codec.decode_refusal(status, body)
+        except ValueError as exc:
+            raise self._invalid(response, str(exc)) from None
+        if failure.kind is ErrorKind.UPSTREAM_UNAVAILABLE:
+            return self.upstream.unavailable(failure.message, developer_message=failure.developer_message).failure
+        if failure.kind is ErrorKind.MALFORMED:  # refused, nothing more said: as any upstream's 400
+            refused = failure_for_status(self.name, status, failure.message, response.headers)
+            return dataclasses.replace(refused or failure, developer_message=failure.developer_message)
+        return failure
 
     def _invalid(self, response: httpx.Response, why: str) -> GatewayError:
         snippet = response.text[:120].replace("\n", " ")
@@ -196,6 +201,16 @@ class OxpBackend:
 
     async def close(self) -> None:
         await self.upstream.close()
+
+
+def _said(response: httpx.Response) -> Any:
+    """What an error answer says: its JSON `message`, else its JSON body, else its first bytes of text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200].strip() or f"HTTP {response.status_code} with an empty body"
+    message = body.get("message") if isinstance(body, dict) else None
+    return message if isinstance(message, str) else body
 
 
 def _message_of(response: httpx.Response) -> str | None:
@@ -214,5 +229,5 @@ def upstream_call_id(context: CallContext) -> str:
     A front may carry the client's own call id; two clients can pick the same one,
     and the upstream sees them all as one caller (the gateway), so scope it.
     """
-    caller = context.principal.name if context.principal else ""
+    caller = quote(principal_name(context.principal), safe="")  # quoted: a ':' in a name cannot shift the parts
     return uuid.uuid5(uuid.NAMESPACE_URL, f"toolplex:{context.front}:{caller}:{context.call_id}").hex

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import AuthorizationRequirement, Requirements, ToolSpec
 
@@ -32,6 +34,8 @@ _EXACT_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 _NOT_FOUND = re.compile(
     r"not\s+(?:be\s+)?found|not\s+available|unknown\s+tool|no\s+such\s+tool|does\s+not\s+exist", re.IGNORECASE
 )
+# How a 400 says "the server cannot serve now" (the spec's example: "The tool server is temporarily unavailable").
+_UNAVAILABLE = re.compile(r"\bunavailable\b|temporarily|try\s+again\s+later", re.IGNORECASE)
 
 # kind -> HTTP status on OXP; the README's error table says the same.
 # 200 means "the tool ran (or was still running)": answered with success:false.
@@ -321,8 +325,16 @@ def server_error(failure: Failure) -> dict[str, Any]:
 
 
 def validation_error(failure: Failure) -> dict[str, Any]:
-    """A `ValidationErrorResponse` (422), exactly as the seed writes it."""
-    return {"message": VALIDATION_MESSAGE, "parameter_errors": dict(failure.parameter_errors or {})}
+    """A `ValidationErrorResponse` (422), exactly as the seed writes it.
+
+    Input refused without naming a parameter (an upstream's bare 400) keeps its own message.
+    """
+    if not failure.parameter_errors:
+        body: dict[str, Any] = {"message": failure.message, "parameter_errors": {}}
+        if failure.developer_message is not None:
+            body["developer_message"] = failure.developer_message
+        return body
+    return {"message": VALIDATION_MESSAGE, "parameter_errors": dict(failure.parameter_errors)}
 
 
 def error_body(failure: Failure) -> dict[str, Any]:
@@ -368,8 +380,8 @@ def decode_call_result(body: Any) -> tuple[str | None, float | None, Any, Failur
 def decode_error(status: int, body: Any) -> Failure:
     """Read a non-200 answer of an OXP server back into a canonical failure."""
     data = body if isinstance(body, dict) else {}
-    message = data.get("message") if isinstance(data.get("message"), str) else f"OXP server answered HTTP {status}"
-    developer_message = data.get("developer_message") if isinstance(data.get("developer_message"), str) else None
+    message = _text(data.get("message")) or f"OXP server answered HTTP {status}"
+    developer_message = _text(data.get("developer_message"))
     missing = data.get("missing_requirements") if isinstance(data.get("missing_requirements"), dict) else {}
     if status == 422:
         errors = data.get("parameter_errors")
@@ -377,7 +389,7 @@ def decode_error(status: int, body: Any) -> Failure:
             kind=ErrorKind.INVALID_ARGUMENTS,
             message=message,
             developer_message=developer_message,
-            parameter_errors={str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else {},
+            parameter_errors={str(k): _text(v) or "" for k, v in errors.items()} if isinstance(errors, dict) else {},
         )
     if status == 401:
         return Failure(kind=ErrorKind.UNAUTHENTICATED, message=message, developer_message=developer_message)
@@ -481,28 +493,46 @@ def definitions_of(document: Any) -> list[Any]:
     raise ValueError("not an OXP tool list: expected an object with an 'items' (or 'tools') array")
 
 
-def decode_server_error(body: Any) -> Failure:
-    """A 400 read by a client of an OXP server: the kind its body says.
+def decode_refusal(status: int, body: Any) -> Failure:
+    """A 400 or 422 read by a client of an OXP server: the kind its body says.
 
-    The spec gives a 400 no code, so besides missing requirements (which have
-    their own field) the message tells "tool or version not found" from the rest;
-    anything else (a request the server refused, the server being unavailable) is
-    the upstream's problem, not one the caller can fix. Raises ValueError when the
-    body is not a ServerErrorResponse.
+    422 is a `ValidationErrorResponse`: invalid arguments, `parameter_errors` kept.
+    A 400 gives no code, so besides missing requirements (which have their own
+    field) the message tells "tool or version not found" and "server unavailable"
+    from the rest; anything else stays `MALFORMED` (the request was refused) for
+    the caller to map by status. Raises ValueError when the body is no OXP error.
     """
-    if not isinstance(body, dict) or not isinstance(body.get("message"), str):
+    if not isinstance(body, dict):
+        raise ValueError(f"a {status} without an OXP error object")
+    if status == 422:
+        return decode_error(422, body)
+    if not isinstance(body.get("message"), str):
         raise ValueError("not an OXP server error: expected an object with a 'message' string")
     failure = decode_error(400, body)
     if failure.kind is not ErrorKind.MALFORMED:
         return failure
+    if body.get("missing_requirements"):
+        raise ValueError("'missing_requirements' names nothing this side can read")
     text = f"{failure.message} {failure.developer_message or ''}"
-    kind = ErrorKind.NOT_FOUND if _NOT_FOUND.search(text) else ErrorKind.UPSTREAM_UNAVAILABLE
+    if _NOT_FOUND.search(text):
+        kind = ErrorKind.NOT_FOUND
+    elif _UNAVAILABLE.search(text):
+        kind = ErrorKind.UPSTREAM_UNAVAILABLE
+    else:
+        return failure
     return Failure(
         kind=kind,
         message=failure.message,
         developer_message=failure.developer_message,
         can_retry=kind is ErrorKind.UPSTREAM_UNAVAILABLE,
     )
+
+
+def _text(value: Any) -> str | None:
+    """A message as text: a string as is, anything else JSON (never a Python repr); None when absent."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
 def _listed(value: Any) -> list[Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Awaitable, Callable
-from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -19,11 +18,18 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from adapters.oxp import codec
-from adapters.oxp.ledger import CallLedger, fingerprint
+from adapters.oxp.ledger import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, CallLedger, fingerprint, record_key
 from gateway.catalog import Catalog
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.http import json_response, parse_json, read_body, retry_after_headers
-from gateway.model import Call, CallContext, Principal, ToolSpec
+from gateway.http import (
+    browser_form_content_type,
+    json_response,
+    parse_json,
+    read_body,
+    retry_after_headers,
+    unsupported_media,
+)
+from gateway.model import Call, CallContext, ToolSpec, principal_name
 
 if TYPE_CHECKING:
     from gateway.runtime import Gateway
@@ -75,6 +81,8 @@ class OxpFront:
             retention=float(settings.get("retention_s", 600)),
             patience=self.patience,
             retry_after_ms=int(settings.get("retry_after_ms", 1000)),
+            max_bytes=int(settings.get("retention_max_bytes", DEFAULT_MAX_BYTES)),
+            max_entries=int(settings.get("retention_max_entries", DEFAULT_MAX_ENTRIES)),
         )
 
     async def health(self, _request: Request) -> Response:
@@ -88,7 +96,7 @@ class OxpFront:
             codec.check_version_header(request.headers.get(codec.VERSION_HEADER))
         except GatewayError as exc:
             return failure_response(exc.failure)
-        specs = [s for s in self.gateway.catalog.all_versions() if s.visible and _permitted(principal, s)]
+        specs = self.gateway.dispatcher.visible_tools(principal, latest_only=False)
         return respond({"items": [codec.tool_definition(spec) for spec in specs]})
 
     async def call(self, request: Request) -> Response:
@@ -96,8 +104,10 @@ class OxpFront:
         try:
             principal = self.gateway.auth.authenticate(request.headers)
             codec.check_version_header(request.headers.get(codec.VERSION_HEADER))
+            if (form := browser_form_content_type(request)) is not None:
+                return respond(codec.wrap_error(shape, codec.error_body(unsupported_media(form))), 415)
             _check_content_type(request)
-            body = parse_json(await read_body(request, self.gateway.max_body_bytes))
+            body = parse_json(await read_body(request, self.gateway.max_body_bytes), self.gateway.max_json_depth)
             shape, inner = codec.unwrap(body)
             parsed = codec.parse_call_request(inner)
             spec = _resolve(self.gateway.catalog, parsed.tool_id)
@@ -116,7 +126,7 @@ class OxpFront:
                     client_authorization=request.headers.get("authorization"),
                 ),
             )
-            key = f"oxp:call:{principal.name if principal else ''}:{call.context.call_id}"
+            key = record_key(principal_name(principal), call.context.call_id)
             fp = fingerprint(parsed.raw_tool_id, parsed.input, parsed.user_id)
             lost_after = self.gateway.dispatcher.deadline_for(call, spec) + self.patience + GRACE_S
             outcome = await self.ledger.call(key, fp, call, lost_after)
@@ -146,12 +156,6 @@ def _check_content_type(request: Request) -> None:
     if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
         return
     raise codec.malformed(f"Content-Type must be application/json, got {raw!r}")
-
-
-def _permitted(principal: Principal | None, spec: ToolSpec) -> bool:
-    if principal is None or principal.tools is None:
-        return True
-    return any(fnmatchcase(spec.flat_name, pattern) for pattern in principal.tools)
 
 
 def _resolve(catalog: Catalog, tool_id: codec.ToolId) -> ToolSpec:

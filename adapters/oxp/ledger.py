@@ -7,6 +7,12 @@ a duplicate that arrives while it runs waits for that very run, and a client
 that gave up after the patience collects it with the same call id. Failures
 answered before the tool ran (unknown tool, missing authorization, invalid
 input) are not recorded: a retry after fixing them must run.
+
+A repeat is answered from the record only after the checks the first call
+passed (the caller may still call the tool, its secrets and authorizations are
+present): the key already names the principal and the fingerprint the user, so
+a record never reaches another caller. The records this process wrote are kept
+within a byte budget and a count (`Retained`); the oldest go first.
 """
 
 from __future__ import annotations
@@ -15,8 +21,11 @@ import asyncio
 import hashlib
 import time
 import uuid
-from collections.abc import Coroutine
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 import structlog
@@ -30,6 +39,19 @@ from gateway.state import StateStore
 log = structlog.get_logger("toolplex.oxp")
 
 POLL_S = 0.05  # how often to look at a record whose run lives in another replica
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # fronts.oxp.retention_max_bytes
+DEFAULT_MAX_ENTRIES = 10_000  # fronts.oxp.retention_max_entries (about 1.3 KB each in memory)
+
+Precheck = Callable[[Call], Failure | None]
+
+
+def record_key(principal: str, call_id: str) -> str:
+    """`oxp:call:<principal>:<call_id>`, the principal quoted so that no ':' in it can shift the split.
+
+    JWT principals are `jwt:<sub>`: unquoted, subject `a:b` with call id `c` and
+    subject `a` with call id `b:c` would share one record.
+    """
+    return f"oxp:call:{quote(principal, safe='')}:{call_id}"
 
 
 def fingerprint(tool_id: str, arguments: dict[str, Any], user_id: str | None) -> str:
@@ -43,6 +65,57 @@ def recorded_by_tool(outcome: Outcome) -> bool:
     return codec.status_of(outcome.error) == 200
 
 
+@dataclass(frozen=True)
+class _Entry:
+    token: str
+    size: int
+    expires: float  # time.monotonic()
+
+
+class Retained:
+    """The finished records this process wrote, oldest first, within `max_bytes` and `max_entries`.
+
+    `bytes` counts each record's outcome JSON as stored. The store's own TTL
+    removes a record after the retention; this index forgets it then too, and
+    when a new record would exceed a bound, names the oldest ones to delete.
+    """
+
+    def __init__(self, *, max_bytes: int, max_entries: int, retention: float) -> None:
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self.retention = retention
+        self.bytes = 0
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def fits(self, size: int) -> bool:
+        return size <= self.max_bytes and self.max_entries > 0
+
+    def admit(self, key: str, token: str, size: int) -> list[tuple[str, str]]:
+        """Count a record of `size` bytes under `key`; returns (key, token) of the records to evict."""
+        self.discard(key)
+        now = time.monotonic()
+        self._entries[key] = _Entry(token, size, now + self.retention)
+        self.bytes += size
+        evicted: list[tuple[str, str]] = []
+        while self._entries:
+            oldest, entry = next(iter(self._entries.items()))
+            over = self.bytes > self.max_bytes or len(self._entries) > self.max_entries
+            if entry.expires > now and not over:
+                break
+            self.discard(oldest)
+            if entry.expires > now:  # expired ones are gone from the store already
+                evicted.append((oldest, entry.token))
+        return evicted
+
+    def discard(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.bytes -= entry.size
+
+
 class CallLedger:
     def __init__(
         self,
@@ -52,23 +125,30 @@ class CallLedger:
         retention: float,
         patience: float,
         retry_after_ms: int,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        precheck: Precheck | None = None,
     ) -> None:
         self.store = store
         self.runs = runs
         self.retention = retention
         self.patience = patience
         self.retry_after_ms = retry_after_ms
+        self.retained = Retained(max_bytes=max_bytes, max_entries=max_entries, retention=retention)
+        self.precheck: Precheck = precheck or runs.dispatcher.precheck
         self._background: set[asyncio.Task[None]] = set()
 
     async def call(self, key: str, fp: str, call: Call, lost_after: float) -> Outcome:
         """The outcome of `call` under idempotency key `key`: fresh, collected, replayed or pending.
 
         `lost_after` (seconds) bounds how long a `running` record without a run
-        anywhere is believed; after that the run is reported lost.
+        anywhere is believed; after that the run is reported lost. A repeat of a
+        call already recorded passes the precheck first, or gets its failure.
         """
         started = time.monotonic()
         deadline = started + self.patience
         first = True
+        checked = False
         while True:
             if not first and time.monotonic() >= deadline:
                 return self._pending(call, started)
@@ -83,6 +163,11 @@ class CallLedger:
                 continue
             if record["fingerprint"] != fp:
                 raise _conflict(call.context.call_id, self.retention)
+            if not checked:  # the same checks as the first call, before anything of it is handed out
+                failure = self.precheck(call)
+                if failure is not None:
+                    raise GatewayError(failure)
+                checked = True
             if record["status"] == "done":
                 log.debug("oxp_replay", call_id=call.context.call_id)
                 return _replay(call, record["outcome"])
@@ -116,24 +201,45 @@ class CallLedger:
         return outcome
 
     async def _settle(self, key: str, token: str, run: Run) -> None:
-        """Record a finished run's outcome, or drop the record when the tool never ran; idempotent."""
+        """Record a finished run's outcome, or drop the record when the tool never ran; idempotent.
+
+        The run leaves the registry once settled: from then on the record is the only copy.
+        """
         try:
             outcome = await self.runs.wait(run, 0)
             if outcome is None:
                 return
             record = await self.store.get(key)
-            if record is None or record.get("token") != token or record.get("status") == "done":
-                return
-            if recorded_by_tool(outcome):
-                done = {"status": "done", "fingerprint": record["fingerprint"], "token": token}
-                done["outcome"] = _encode(outcome)
-                await self.store.set(key, done, self.retention)
-            else:
-                await self.store.delete(key)
-            if self.runs.get(key) is run:
-                self.runs.forget(key)
+            if record is not None and record.get("token") == token and record.get("status") != "done":
+                await self._record(key, token, record, run, outcome)
         except Exception:
             log.exception("oxp_settle_failed", call_id=run.call.context.call_id)
+        finally:
+            if run.done and self.runs.get(key) is run:
+                self.runs.forget(key)
+
+    async def _record(self, key: str, token: str, record: dict[str, Any], run: Run, outcome: Outcome) -> None:
+        """Replace the `running` record by the outcome, within the budget; a failure before the tool ran: delete."""
+        if not recorded_by_tool(outcome):
+            await self.store.delete(key)
+            return
+        encoded = _encode(outcome)
+        size = len(orjson.dumps(encoded))
+        if not self.retained.fits(size):
+            log.warning("oxp_outcome_not_retained", call_id=run.call.context.call_id, bytes=size)
+            await self.store.delete(key)
+            return
+        evicted = self.retained.admit(key, token, size)
+        done = {"status": "done", "fingerprint": record["fingerprint"], "token": token, "outcome": encoded}
+        await self.store.set(key, done, self.retention)
+        for old_key, old_token in evicted:
+            await self._evict(old_key, old_token)
+
+    async def _evict(self, key: str, token: str) -> None:
+        """Delete an old finished record to stay within the budget, unless the key holds a newer one now."""
+        record = await self.store.get(key)
+        if record is not None and record.get("token") == token and record.get("status") == "done":
+            await self.store.delete(key)
 
     def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
         try:

@@ -101,7 +101,7 @@ async def test_another_oxp_major_is_a_400_naming_the_supported_versions(header: 
         (b"   ", {"Content-Type": "application/json"}, "Request body is empty"),
         (b"{not json", {"Content-Type": "application/json"}, "Request body is not valid JSON"),
         (b"[1, 2]", {"Content-Type": "application/json"}, "The body must be a JSON object"),
-        (b"tool_id=Calculator.Add", {"Content-Type": "application/x-www-form-urlencoded"}, "Content-Type must be"),
+        (b"<call/>", {"Content-Type": "application/xml"}, "Content-Type must be"),  # forms: 415 (tests/security)
     ],
 )
 async def test_unreadable_bodies(content: bytes, headers: dict[str, str], message: str) -> None:

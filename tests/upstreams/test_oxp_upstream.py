@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 
@@ -35,11 +36,14 @@ backends:
   - {{name: calculator, kind: python, module: "tests.oxp.fixtures.calculator:toolkit"}}
   - {{name: doorbell, kind: python, module: "tests.oxp.fixtures.doorbell:toolkit"}}
   - {{name: demo_requirements, kind: python, module: "adapters.python.toolkits.demo_requirements:toolkit"}}
+  - {{name: vault, kind: python, module: "tests.oxp.fixtures.vault:toolkit"}}
 authorization:
   providers:
     demo:
       url: "https://auth.example.com/authorize?provider={{provider}}&user={{user_id}}"
       check_url: "https://auth.example.com/status?provider={{provider}}&user={{user_id}}"
+    vault:
+      url: "https://auth.example.com/vault?tool={{tool}}&scopes={{scopes}}"
 auth:
   jwt: {{secret_env: OXP_UPSTREAM_SECRET, audience: {AUDIENCE}}}
 """
@@ -163,6 +167,69 @@ async def test_toolplex_fronting_toolplex_through_oxp(upstream: str, shape: str)
             "Demo.WhoAmI", {}, context={"user_id": "ada", "authorization": [{"id": "demo", "token": "tok-1"}]}
         )
         assert who.json()["value"] == {"user_id": "ada", "provider": "demo", "token_fingerprint": fingerprint("tok-1")}
+
+
+def upstream_token() -> str:
+    claims = {"sub": "test", "aud": AUDIENCE, "exp": int(time.time()) + 60}
+    return jwt.encode(claims, SECRET, algorithm="HS256")
+
+
+HOP_CONFIG = """
+backends:
+  - name: up
+    kind: oxp
+    url: {upstream}
+    jwt: {{secret: "${{OXP_UPSTREAM_SECRET}}", audience: {audience}, ttl_s: 30}}
+"""
+
+
+async def test_a_toolplex_behind_a_toolplex_lists_exactly_what_the_inner_one_does(upstream: str) -> None:
+    """Names, toolkits, versions, descriptions, schemas and requirements survive the OXP hop, byte for byte."""
+    async with httpx.AsyncClient(base_url=upstream, timeout=10) as inner:
+        served = (await inner.get("/tools", headers={"Authorization": f"Bearer {upstream_token()}"})).json()["items"]
+    config = HOP_CONFIG.format(upstream=upstream, audience=AUDIENCE)
+    async with asgi_client(config, env={"OXP_UPSTREAM_SECRET": SECRET}) as client:
+        relayed = (await client.get("/tools")).json()["items"]
+    assert len(served) >= 7
+    assert sorted(relayed, key=lambda item: item["id"]) == sorted(served, key=lambda item: item["id"])
+
+
+VAULT_URL = "https://auth.example.com/vault?tool=Vault_Peek&scopes=read"
+
+
+async def test_an_upstream_challenge_keeps_its_url_through_every_front(upstream: str) -> None:
+    """This side knows no provider URL; the upstream's challenge, URL included, reaches each front's client."""
+    config = HOP_CONFIG.format(upstream=upstream, audience=AUDIENCE)
+    async with asgi_client(config, env={"OXP_UPSTREAM_SECRET": SECRET}) as client:
+        oxp_answer = await client.post("/tools/call", json={"tool_id": "Vault.Peek"})
+        who = await client.post("/tools/call", json={"tool_id": "Demo.WhoAmI", "context": {"user_id": "ada"}})
+        opentool = await client.post(
+            "/opentool/call", json={"jsonrpc": "2.0", "method": "Vault_Peek", "params": {}, "id": "1"}
+        )
+        toolserver = await client.post("/execute_tool", json={"tool_name": "Vault_Peek", "arguments": {}})
+        rpc = await client.post(
+            "/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "tool.execute", "params": {"tool": "Vault_Peek"}}
+        )
+        granted = await client.post(
+            "/tools/call",
+            json={"tool_id": "Vault.Peek", "context": {"authorization": [{"id": "vault", "token": "t-1"}]}},
+        )
+    assert oxp_answer.status_code == 400
+    assert oxp_answer.json()["missing_requirements"] == {"authorization": [{"id": "vault", "url": VAULT_URL}]}
+    assert who.status_code == 400
+    assert who.json()["missing_requirements"]["authorization"] == [
+        {
+            "id": "demo",
+            "url": "https://auth.example.com/authorize?provider=demo&user=ada",
+            "check_url": "https://auth.example.com/status?provider=demo&user=ada",
+        }
+    ]
+    error = opentool.json()["error"]
+    assert error["code"] == 401 and VAULT_URL in error["message"]
+    assert error["data"]["authorization"] == [{"id": "vault", "url": VAULT_URL}]
+    assert toolserver.status_code == 403 and VAULT_URL in toolserver.json()["detail"]
+    assert rpc.json()["error"]["data"]["url"] == VAULT_URL
+    assert granted.json()["success"] is True and granted.json()["value"]["provider"] == "vault"
 
 
 async def test_upstream_refusals_round_trip_with_every_field(upstream: str) -> None:
@@ -314,6 +381,11 @@ async def test_the_request_on_the_wire(legacy: str, shape: str) -> None:
     assert upstream_call_id(ctx) == upstream_call_id(context(call_id="call-42"))  # a retry keeps its id
     other_caller = context(call_id="call-42", principal=Principal("someone-else"))
     assert upstream_call_id(other_caller) != upstream_call_id(ctx)
+    shifted = (
+        context(call_id="c", principal=Principal("jwt:a:b")),
+        context(call_id="b:c", principal=Principal("jwt:a")),
+    )
+    assert upstream_call_id(shifted[0]) != upstream_call_id(shifted[1])  # a ':' in a name cannot shift the parts
     assert seen["headers"]["oxp-version"] == "1.0"
     assert seen["headers"]["content-type"] == "application/json"
     assert seen["headers"]["authorization"].startswith("Bearer ey")  # the JWT
@@ -404,17 +476,70 @@ ANSWERS: list[tuple[str, int, Any, dict[str, str] | None, ErrorKind | None, dict
         ErrorKind.UPSTREAM_UNAVAILABLE,
         {},
     ),
+    (
+        "400 refused, nothing more said",
+        400,
+        {"message": "Unknown field(s) in the call request: extra", "developer_message": "only these"},
+        None,
+        ErrorKind.INVALID_ARGUMENTS,
+        {
+            "message": "Upstream 'up' answered HTTP 400: Unknown field(s) in the call request: extra",
+            "developer_message": "only these",
+        },
+    ),
+    (
+        "422 with object messages",
+        422,
+        {"message": {"text": "bad"}, "parameter_errors": {"b": {"expected": "number"}, "c": "Must be a string"}},
+        None,
+        ErrorKind.INVALID_ARGUMENTS,
+        {
+            "message": '{"text":"bad"}',
+            "parameter_errors": {"b": '{"expected":"number"}', "c": "Must be a string"},
+        },
+    ),
     ("401", 401, {"message": "Invalid credentials"}, None, ErrorKind.UPSTREAM_UNAVAILABLE, {}),
-    ("404", 404, {"detail": "Not Found"}, None, ErrorKind.UPSTREAM_UNAVAILABLE, {}),
+    (
+        "403",
+        403,
+        {"message": "not for you"},
+        None,
+        ErrorKind.FORBIDDEN,
+        {"message": "Upstream 'up' answered HTTP 403: not for you"},
+    ),
+    (
+        "404",
+        404,
+        {"detail": "Not Found"},
+        None,
+        ErrorKind.NOT_FOUND,
+        {"message": 'Upstream \'up\' answered HTTP 404: {"detail":"Not Found"}'},
+    ),
     (
         "429",
         429,
         {"message": "slow down"},
         {"Retry-After": "2"},
-        ErrorKind.UPSTREAM_UNAVAILABLE,
-        {"retry_after_ms": 2000},
+        ErrorKind.RATE_LIMITED,
+        {"retry_after_ms": 2000, "can_retry": True, "message": "Upstream 'up' answered HTTP 429: slow down"},
     ),
-    ("503", 503, {"message": "down"}, None, ErrorKind.UPSTREAM_UNAVAILABLE, {}),
+    (
+        "503",
+        503,
+        {"message": "down"},
+        None,
+        ErrorKind.UPSTREAM_UNAVAILABLE,
+        {"message": "Upstream 'up' answered HTTP 503: down", "can_retry": True},
+    ),
+    (
+        "500 with an object",
+        500,
+        {"error": {"code": 7, "why": "boom"}},
+        None,
+        ErrorKind.UPSTREAM_UNAVAILABLE,
+        {"message": 'Upstream \'up\' answered HTTP 500: {"error":{"code":7,"why":"boom"}}'},
+    ),
+    ("409", 409, {"message": "busy"}, None, ErrorKind.MALFORMED, {"message": "Upstream 'up' answered HTTP 409: busy"}),
     ("200 of another protocol", 200, {"items": []}, None, ErrorKind.UPSTREAM_UNAVAILABLE, {}),
     ("200 success:false without error", 200, {"success": False}, None, ErrorKind.UPSTREAM_UNAVAILABLE, {}),
 ]
@@ -443,8 +568,9 @@ async def test_each_answer_maps_to_its_kind(
     assert failure.kind is kind, label
     for name, value in fields.items():
         assert getattr(failure, name) == value, (label, name)
-    if kind is ErrorKind.UPSTREAM_UNAVAILABLE:
+    if kind is ErrorKind.UPSTREAM_UNAVAILABLE and "message" not in fields:
         assert failure.message.startswith("Upstream 'up' is unavailable"), failure.message
+    assert "{'" not in failure.message and all("{'" not in v for v in (failure.parameter_errors or {}).values())
 
 
 # ---- faults ----
