@@ -21,6 +21,7 @@ BACKEND_KINDS: dict[str, str] = {
     "oxp": "adapters.oxp.backend:OxpBackend",
     "typescript": "adapters.typescript.backend:TypeScriptBackend",
     "toolserver": "adapters.toolserver.backend:ToolServerBackend",
+    "jsonrpc": "adapters.jsonrpc.backend:JsonRpcBackend",
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import jwt
 
 from adapters.arcade import codec
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, GatewayError
 from gateway.model import CallContext, ToolSpec
 from gateway.upstream import Upstream, UpstreamSettings, json_of
 
@@ -91,8 +91,8 @@ class ArcadeBackend:
         response = await self.upstream.request(
             "POST", "/worker/tools/invoke", json=body, headers=self._token(), deadline=context.deadline
         )
-        if response.status_code in (401, 403):
-            raise self.upstream.unavailable(f"the worker refused the gateway's token (HTTP {response.status_code})")
+        if response.status_code >= 400:
+            raise GatewayError(codec.status_failure(self.name, response))
         return codec.outcome_value(json_of(self.upstream, response), spec.flat_name)
 
     async def close(self) -> None:

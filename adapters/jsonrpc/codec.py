@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 
 from gateway.errors import ErrorKind, Failure
+from gateway.model import PART_PATTERN as PART
+from gateway.model import VERSION_PATTERN as VERSION
 from gateway.model import Outcome, ToolSpec
 
 PARSE_ERROR = -32700
@@ -28,6 +30,7 @@ PERMISSION_DENIED = -32002
 RATE_LIMITED = -32003  # a server error (-32000..-32099): too many calls now; data.retryAfterMs says when to retry
 
 PROTOCOL_VERSION = "1.0.0"  # the seed's top-level "protocol"; answers always carry it
+EXTENSION = "x-toolplex"  # per tool.list entry: {toolkit, name, output_schema}
 _PROTOCOL = re.compile(r"^(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,2}$")
 ENVELOPE_FIELDS = ("jsonrpc", "id", "method", "params", "protocol")
 EXECUTE_FIELDS = ("tool", "language", "parameters", "context")
@@ -279,7 +282,11 @@ def failure_error(failure: Failure, tool: str | None, language: str | None, call
 
 
 def registration(spec: ToolSpec) -> dict[str, Any]:
-    """The seed's ToolRegistration, without the handler: what `tool.list` returns per tool."""
+    """The seed's ToolRegistration, without the handler: what `tool.list` returns per tool.
+
+    `x-toolplex` (an extension other clients ignore) says what the seed's fields cannot:
+    the toolkit and name apart, and the output schema.
+    """
     return {
         "id": spec.flat_name,
         "title": spec.qualified_name,
@@ -287,6 +294,7 @@ def registration(spec: ToolSpec) -> dict[str, Any]:
         "description": spec.description,
         "language": spec.language,
         "schema": spec.input_schema,
+        EXTENSION: {"toolkit": spec.toolkit, "name": spec.name, "output_schema": spec.output_schema},
     }
 
 
@@ -299,3 +307,139 @@ def error(request_id: Any, err: RpcError) -> dict[str, Any]:
     if err.data is not None:
         body["data"] = err.data
     return {"jsonrpc": "2.0", "protocol": PROTOCOL_VERSION, "id": request_id, "error": body}
+
+
+# ---- the client side: reading another seed-002 server (the `jsonrpc` backend) ----
+
+_TITLE = re.compile(r"^([A-Za-z0-9_]+)\.([A-Za-z0-9_]+)$")
+_NOT_A_PART = re.compile(r"[^A-Za-z0-9_]")
+
+# error code -> canonical kind, the inverse of KIND_CODES where it is one-to-one.
+CODE_KINDS: dict[int, ErrorKind] = {
+    PARSE_ERROR: ErrorKind.UPSTREAM_UNAVAILABLE,  # the upstream could not read the gateway's request
+    INVALID_REQUEST: ErrorKind.UPSTREAM_UNAVAILABLE,
+    METHOD_NOT_FOUND: ErrorKind.NOT_FOUND,
+    INVALID_PARAMS: ErrorKind.INVALID_ARGUMENTS,
+    INTERNAL_ERROR: ErrorKind.UPSTREAM_UNAVAILABLE,
+    TOOL_FAILED: ErrorKind.TOOL_FAILED,
+    TIMEOUT: ErrorKind.DEADLINE,
+    PERMISSION_DENIED: ErrorKind.FORBIDDEN,  # or an authorization challenge, when it carries a URL
+    RATE_LIMITED: ErrorKind.RATE_LIMITED,
+}
+
+
+def spec_from_registration(data: Any, *, backend: str, toolkit: str, source: str = "") -> ToolSpec:
+    """A `tool.list` entry read back as a ToolSpec; ValueError when it is not a registration.
+
+    Toolkit and name come from `x-toolplex`, else from a `Toolkit.Name` title (a Toolplex's
+    form), else the toolkit is `toolkit` and the name the id. `binding` keeps what a call
+    must send: the upstream id and language.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
+        raise ValueError("a tool registration must be an object with a non-empty string 'id'")
+    extension = data.get(EXTENSION) if isinstance(data.get(EXTENSION), dict) else {}
+    title = data.get("title") if isinstance(data.get("title"), str) else ""
+    titled = _TITLE.match(title)
+    kit, name = (titled.group(1), titled.group(2)) if titled else (toolkit, _NOT_A_PART.sub("_", data["id"]))
+    if isinstance(extension.get("toolkit"), str) and isinstance(extension.get("name"), str):
+        kit, name = extension["toolkit"], extension["name"]
+    if not (PART.match(kit) and PART.match(name)):
+        raise ValueError(f"tool {data['id']!r}: {kit}.{name} is not a valid Toolkit.Name")
+    version = data.get("version") if isinstance(data.get("version"), str) else ""
+    schema = data.get("schema")
+    output = extension.get("output_schema")
+    language = data.get("language") if data.get("language") in LANGUAGES else None
+    return ToolSpec(
+        toolkit=kit,
+        name=name,
+        version=version if VERSION.match(version) else "1.0.0",
+        description=data.get("description") if isinstance(data.get("description"), str) else "",
+        input_schema=schema if isinstance(schema, dict) else {"type": "object"},
+        output_schema=output if isinstance(output, dict) else None,
+        backend=backend,
+        source=source,
+        language="remote",
+        binding={"id": data["id"], "language": language},
+    )
+
+
+def execute_request(
+    request_id: str, binding: dict[str, Any], arguments: dict[str, Any], context: dict[str, Any]
+) -> dict[str, Any]:
+    """A `tool.execute` request as the seed writes it."""
+    params: dict[str, Any] = {"tool": binding["id"], "parameters": arguments, "context": context}
+    if binding.get("language"):
+        params["language"] = binding["language"]
+    envelope = {"jsonrpc": "2.0", "protocol": PROTOCOL_VERSION, "id": request_id, "method": "tool.execute"}
+    return {**envelope, "params": params}
+
+
+def read_response(body: Any) -> tuple[Any, dict[str, Any] | None]:
+    """(result, error) of one JSON-RPC response; ValueError when it is not one."""
+    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0":
+        raise ValueError("not a JSON-RPC 2.0 response object")
+    if "error" in body and body["error"] is not None:
+        error = body["error"]
+        if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+            raise ValueError("'error' must be an object with an integer 'code'")
+        return None, error
+    if "result" not in body:
+        raise ValueError("a JSON-RPC response with neither 'result' nor 'error'")
+    return body["result"], None
+
+
+def value_of(result: Any) -> Any:
+    """The tool's value: a Toolplex's `metadata.value` (structured), else the seed's `output` string."""
+    if isinstance(result, dict):
+        metadata = result.get("metadata")
+        if isinstance(metadata, dict) and "value" in metadata:
+            return metadata["value"]
+        if "output" in result:
+            return result["output"]
+    return result
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def failure_of(error: dict[str, Any]) -> Failure:
+    """An upstream's JSON-RPC error as the canonical failure it stands for.
+
+    A Toolplex upstream names the kind in `data.kind`; otherwise the code says it.
+    -32002 with a URL (`data.url` / `data.authorization`) is an authorization challenge,
+    and keeps the URL. A malformed request is the gateway's problem, not the caller's.
+    """
+    code = error["code"]
+    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    kind = CODE_KINDS.get(code, ErrorKind.TOOL_FAILED if -32099 <= code <= -32000 else ErrorKind.UPSTREAM_UNAVAILABLE)
+    named = data.get("kind")
+    if isinstance(named, str) and named in ErrorKind.__members__.values():
+        kind = ErrorKind(named)
+    if kind in (ErrorKind.MALFORMED, ErrorKind.TOO_LARGE):
+        kind = ErrorKind.UPSTREAM_UNAVAILABLE
+    challenges = [c for c in data.get("authorization") or [] if isinstance(c, dict) and c.get("id")]
+    if not challenges and isinstance(data.get("url"), str):
+        challenges = [{"id": "authorization", "url": data["url"]}]
+    details: dict[str, Any] = {}
+    if code == PERMISSION_DENIED and challenges and kind in (ErrorKind.FORBIDDEN, ErrorKind.AUTHORIZATION_REQUIRED):
+        kind = ErrorKind.AUTHORIZATION_REQUIRED
+        details["authorization"] = challenges
+    if isinstance(data.get("info"), dict):
+        details.update(data["info"])
+    message = _text(error.get("message") or "The upstream tool failed")
+    developer = data.get("details")
+    problems = data.get("parameter_errors")
+    retry_after = data.get("retryAfterMs")
+    return Failure(
+        kind=kind,
+        message=message,
+        developer_message=_text(developer) if developer is not None and developer != message else None,
+        can_retry=bool(data.get("canRetry", kind in (ErrorKind.DEADLINE, ErrorKind.RATE_LIMITED))),
+        retry_after_ms=int(retry_after) if isinstance(retry_after, (int, float)) else None,
+        additional_prompt_content=_text(data["additionalPromptContent"])
+        if data.get("additionalPromptContent") is not None
+        else None,
+        parameter_errors={str(k): _text(v) for k, v in problems.items()} if isinstance(problems, dict) else None,
+        details=details,
+    )

@@ -58,7 +58,7 @@ class JsonRpcFront:
             err = codec.RpcError(codec.INVALID_REQUEST, f"Content-Type must be application/json, got {content_type!r}")
             return json_response(codec.error(None, err), status=415)
         try:
-            message = parse_json(await read_body(request, self.gateway.max_body_bytes))
+            message = parse_json(await read_body(request, self.gateway.max_body_bytes), self.gateway.max_json_depth)
         except GatewayError as exc:
             if exc.failure.kind == ErrorKind.TOO_LARGE:
                 return json_response(codec.error(None, codec.RpcError(codec.INVALID_REQUEST, exc.failure.message)), 413)
@@ -108,16 +108,16 @@ class JsonRpcFront:
         if req.method == "tool.execute":
             return await self._execute(req, principal)
         if req.method == "tool.list":
-            return self._list(req.params)
+            return self._list(req.params, principal)
         raise codec.RpcError(
             codec.METHOD_NOT_FOUND,
             f"Method {req.method!r} not found; this server has {', '.join(METHODS)}",
             {"method": req.method, "methods": list(METHODS)},
         )
 
-    def _list(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _list(self, params: dict[str, Any], principal: Principal | None) -> dict[str, Any]:
         language = codec.parse_list(params)
-        specs = self.gateway.catalog.latest()
+        specs = self.gateway.dispatcher.visible_tools(principal)  # only what this caller may call
         return {"tools": [codec.registration(s) for s in specs if language is None or s.language == language]}
 
     async def _execute(self, req: codec.Request, principal: Principal | None) -> dict[str, Any]:

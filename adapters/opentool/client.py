@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from adapters.opentool.codec import sse_events, text_of
 from adapters.opentool.document import Document, DocumentError, parse_document
 
 Sender = Callable[..., Awaitable[httpx.Response]]
@@ -194,7 +195,7 @@ class OpenToolClient:
         if error is not None:  # some servers omit `error` on success, some send null
             if not isinstance(error, dict):
                 raise ErrorNullException(code=status)
-            raise OpenToolServerCallException(str(error.get("message", "")), error.get("code"), error.get("data"))
+            raise OpenToolServerCallException(text_of(error.get("message", "")), error.get("code"), error.get("data"))
         if status != 200:
             raise ErrorNullException(code=status)
         result = data.get("result")
@@ -218,15 +219,9 @@ class OpenToolClient:
                 await response.aread()
                 self._tool_return(self._checked(response), response.status_code)
                 return
-            fields: dict[str, str] = {}
-            async for line in response.aiter_lines():
-                if line:
-                    key, _, value = line.partition(":")
-                    fields[key.strip()] = fields.get(key.strip(), "") + value.removeprefix(" ")
-                    continue
-                if fields.get("event") in ("data", "error"):
-                    yield self._tool_return(json.loads(fields.get("data") or "null"), 200)
-                fields = {}
+            async for event, data in sse_events(response.aiter_lines()):
+                if event in ("data", "error"):
+                    yield self._tool_return(json.loads(data or "null"), 200)
 
     @contextlib.asynccontextmanager
     async def _open_stream(self, method: str, path: str, **kwargs: Any) -> AsyncIterator[httpx.Response]:

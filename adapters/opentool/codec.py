@@ -1,8 +1,16 @@
-"""OpenTool's wire: JSON-RPC envelopes, error codes per canonical kind, result wrapping."""
+"""OpenTool's wire: JSON-RPC envelopes, error codes per canonical kind, result wrapping.
+
+Both sides use it: the front writes answers, the backend reads an upstream's answers
+(error codes back to canonical kinds, wrapped results back to values, SSE events).
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import AsyncIterator
 from typing import Any
+
+import orjson
 
 from adapters.opentool.document import RETURN_NAME
 from gateway.errors import ErrorKind, Failure
@@ -33,10 +41,27 @@ KIND_CODES: dict[ErrorKind, tuple[int, int]] = {
 }
 
 
+def wrap_result(value: Any) -> dict[str, Any]:
+    """`result` must be an object: any other value is sent as `{"result": value}`.
+
+    An object whose only key is `result` is wrapped too, so that `unwrap_result`
+    can always tell a wrapped value from an object: the rule is reversible.
+    """
+    if isinstance(value, dict) and set(value) != {RETURN_NAME}:
+        return value
+    return {RETURN_NAME: value}
+
+
+def unwrap_result(result: Any) -> Any:
+    """The inverse of `wrap_result` (for an upstream that is a Toolplex)."""
+    if isinstance(result, dict) and set(result) == {RETURN_NAME}:
+        return result[RETURN_NAME]
+    return result
+
+
 def success(call_id: str, value: Any) -> dict[str, Any]:
-    """`result` is always an object: non-objects are wrapped under the return name."""
-    result = value if isinstance(value, dict) else {RETURN_NAME: value}
-    return {"jsonrpc": "2.0", "result": result, "error": None, "id": call_id}
+    """`result` is always an object (`wrap_result`)."""
+    return {"jsonrpc": "2.0", "result": wrap_result(value), "error": None, "id": call_id}
 
 
 def error_object(failure: Failure, code: int | None = None) -> dict[str, Any]:
@@ -71,3 +96,140 @@ def failure_body(call_id: str | None, failure: Failure, code: int | None = None)
 
 def status_of(failure: Failure) -> int:
     return KIND_CODES[failure.kind][0]
+
+
+# ---- reading an upstream's answers (the backend's side) ----
+
+# error.code an upstream sends -> canonical kind; anything else is the tool failing.
+UPSTREAM_CODES: dict[int, ErrorKind] = {
+    METHOD_NOT_FOUND: ErrorKind.NOT_FOUND,
+    INVALID_PARAMS: ErrorKind.INVALID_ARGUMENTS,
+    PARSE_ERROR: ErrorKind.UPSTREAM_UNAVAILABLE,  # the upstream could not read the gateway's request
+    INVALID_REQUEST: ErrorKind.UPSTREAM_UNAVAILABLE,
+    400: ErrorKind.INVALID_ARGUMENTS,
+    401: ErrorKind.UNAUTHENTICATED,
+    403: ErrorKind.FORBIDDEN,
+    404: ErrorKind.NOT_FOUND,
+    405: ErrorKind.NOT_FOUND,
+    408: ErrorKind.DEADLINE,
+    422: ErrorKind.INVALID_ARGUMENTS,
+    429: ErrorKind.RATE_LIMITED,
+    502: ErrorKind.UPSTREAM_UNAVAILABLE,
+    503: ErrorKind.UPSTREAM_UNAVAILABLE,
+    504: ErrorKind.DEADLINE,
+}
+# A Toolplex upstream speaks this module's KIND_CODES: its 400 is a missing secret or user id.
+TOOLPLEX_CODES: dict[int, ErrorKind] = {**UPSTREAM_CODES, 400: ErrorKind.MISSING_REQUIREMENT}
+_URL = re.compile(r"https?://\S+")
+
+
+def text_of(value: Any) -> str:
+    """A message as text: strings as they are, anything else as JSON (never a Python repr)."""
+    return value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def error_code(error: dict[str, Any]) -> int | None:
+    """`error.code`; for a message that is itself a JSON error object (the TypeScript SDK's
+    exceptions stringify that way: `{"code":400,"message":...}`), the inner code."""
+    code = error.get("code")
+    message = error.get("message")
+    if code == 500 and isinstance(message, str) and message.startswith("{"):
+        try:
+            inner = orjson.loads(message)
+        except orjson.JSONDecodeError:
+            inner = None
+        if isinstance(inner, dict) and isinstance(inner.get("code"), int) and inner["code"] != 500:
+            return int(inner["code"])
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def read_error(error: dict[str, Any], *, toolplex: bool) -> Failure:
+    """An upstream's JSON-RPC error object as the canonical failure it stands for.
+
+    An authorization challenge keeps its URL: from `data.authorization` (a Toolplex
+    upstream), else from the message; without any URL a 401 is "unauthenticated".
+    """
+    code = error_code(error)
+    kind = (TOOLPLEX_CODES if toolplex else UPSTREAM_CODES).get(code or 0, ErrorKind.TOOL_FAILED)
+    message = text_of(error.get("message", "")) or "The upstream tool failed"
+    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    details: dict[str, Any] = {}
+    if code == 401:
+        challenges = [c for c in data.get("authorization") or [] if isinstance(c, dict) and c.get("id")]
+        if not challenges:
+            challenges = [{"id": "authorization", "url": url} for url in _URL.findall(message)]
+        if challenges:
+            kind = ErrorKind.AUTHORIZATION_REQUIRED
+            details["authorization"] = challenges
+            urls = " ".join(c["url"] for c in challenges if c.get("url"))
+            message = message.removesuffix(f": {urls}") if urls else message  # the front adds them again
+    parameter_errors = data.get("parameter_errors")
+    retry_after = data.get("retry_after_ms")
+    return Failure(
+        kind=kind,
+        message=message,
+        developer_message=_text_or_none(data.get("developer_message")),
+        can_retry=bool(data.get("can_retry", kind in (ErrorKind.DEADLINE, ErrorKind.RATE_LIMITED))),
+        retry_after_ms=int(retry_after) if isinstance(retry_after, (int, float)) else None,
+        additional_prompt_content=_text_or_none(data.get("additional_prompt_content")),
+        parameter_errors={str(k): text_of(v) for k, v in parameter_errors.items()}
+        if isinstance(parameter_errors, dict)
+        else None,
+        details=details,
+    )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else text_of(value)
+
+
+def read_answer(body: Any) -> tuple[Any, dict[str, Any] | None]:
+    """(result, error) of a JSON-RPC answer; ValueError when it is not one.
+
+    Tolerant as real servers need: `"jsonrpc": "2.0.0"` (TypeScript SDK), `error`
+    missing or null on success, a result that is not an object.
+    """
+    if not isinstance(body, dict) or not ({"result", "error"} & set(body)):
+        raise ValueError("not a JSON-RPC response: expected an object with 'result' or 'error'")
+    error = body.get("error")
+    if error is not None:
+        if not isinstance(error, dict):
+            raise ValueError(f"'error' must be an object, got {text_of(error)}")
+        return None, error
+    if "result" not in body or body["result"] is None:
+        raise ValueError("a JSON-RPC response with neither 'result' nor 'error'")
+    return body["result"], None
+
+
+def error_message_of(body: Any, fallback: str) -> str:
+    """What an HTTP error answer says, whichever shape it has: a JSON-RPC `error`, an
+    Express `{"error": "..."}`, `{"message"}`, FastAPI's `{"detail"}`; else `fallback`."""
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message") is not None:
+            return text_of(error["message"])
+        for key in ("error", "message", "detail"):
+            if body.get(key) is not None:
+                return text_of(body[key])
+    return fallback
+
+
+async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+    """(event, data) per Server-Sent Event; `data` lines joined with newlines, as the spec says."""
+    event, data = "message", []
+    async for line in lines:
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "message", []
+            continue
+        if line.startswith(":"):
+            continue  # a comment
+        key, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if key == "event":
+            event = value
+        elif key == "data":
+            data.append(value)
+    if data:
+        yield event, "\n".join(data)

@@ -3,19 +3,29 @@
 Parsing checks every field the specification marks required and resolves
 `{"$ref": "#/schemas/Name"}` (the only reference form the spec has), so an
 upstream's document either becomes tools or an error that names the place.
+
+What OpenTool cannot say (a tool's toolkit, name and version, and JSON Schemas
+that its Schema Objects would simplify) travels in an extension member of each
+function, `x-toolplex`, which other OpenTool clients ignore: a Toolplex fronting
+a Toolplex over OpenTool then keeps every tool exactly as it was.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from gateway.model import FLAT_NAME_PATTERN, ToolSpec
+import yaml
+
+from gateway.model import FLAT_NAME_PATTERN, PART_PATTERN, VERSION_PATTERN, ToolSpec
 
 OPENTOOL_VERSION = "1.1.0"
 SCHEMA_TYPES = {"boolean", "integer", "number", "string", "array", "object"}
 RETURN_NAME = "result"  # key a non-object value is wrapped under in /call results
+EXTENSION = "x-toolplex"  # per function: {toolkit, name, version, input_schema, output_schema}
 _REF = re.compile(r"^#/schemas/([^/]+)$")
 
 
@@ -34,6 +44,8 @@ class Function:
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None
     return_name: str | None
+    # The `x-toolplex` member: present when the document comes from a Toolplex.
+    extension: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -146,7 +158,8 @@ def parse_document(doc: Any) -> Document:
                 raise DocumentError(r_path, "must be an object or null")
             return_name = _require(returned, "name", str, r_path)
             output_schema = resolver.schema(_require(returned, "schema", dict, r_path), f"{r_path}.schema")
-        functions.append(Function(name, description, input_schema, output_schema, return_name))
+        extension = _extension(fn.get(EXTENSION), f"{path}.{EXTENSION}") if EXTENSION in fn else None
+        functions.append(Function(name, description, input_schema, output_schema, return_name, extension))
     return Document(
         opentool=opentool,
         title=title,
@@ -155,6 +168,45 @@ def parse_document(doc: Any) -> Document:
         server_url=server_url,
         functions=tuple(functions),
     )
+
+
+def _extension(node: Any, path: str) -> dict[str, Any]:
+    """A function's `x-toolplex` member, checked: it names the tool exactly, so it must be right."""
+    if not isinstance(node, dict):
+        raise DocumentError(path, "must be an object")
+    for key in ("toolkit", "name"):
+        value = _require(node, key, str, path)
+        if not PART_PATTERN.match(value):
+            raise DocumentError(f"{path}.{key}", f"{value!r} must match ^[A-Za-z0-9_]+$")
+    if not VERSION_PATTERN.match(_require(node, "version", str, path)):
+        raise DocumentError(f"{path}.version", f"{node['version']!r} is not a version x.y.z")
+    if "input_schema" in node and not isinstance(node["input_schema"], dict):
+        raise DocumentError(f"{path}.input_schema", "must be a JSON Schema object")
+    if node.get("output_schema") is not None and not isinstance(node["output_schema"], dict):
+        raise DocumentError(f"{path}.output_schema", "must be a JSON Schema object or null")
+    return node
+
+
+def load_description(path: str | Path) -> Document:
+    """An OpenTool description from a local file (JSON, or YAML for .yaml / .yml), parsed and checked.
+
+    Raises DocumentError naming the file and the place; for upstreams whose `/load`
+    serves no description (the TypeScript SDK's example server, servers without `/load`).
+    """
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DocumentError(where, f"cannot be read ({exc.strerror or exc})") from None
+    is_yaml = where.endswith((".yaml", ".yml"))
+    try:
+        data = yaml.safe_load(text) if is_yaml else json.loads(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise DocumentError(where, f"is not valid {'YAML' if is_yaml else 'JSON'}: {exc}") from None
+    try:
+        return parse_document(data)
+    except DocumentError as exc:
+        raise DocumentError(f"{where}: {exc.path}", str(exc).removeprefix(f"{exc.path}: ")) from None
 
 
 def toolkit_name(title: str) -> str:
@@ -166,24 +218,31 @@ def toolkit_name(title: str) -> str:
 def document_specs(
     document: Document, *, toolkit: str | None, backend: str, source: str, language: str = "remote"
 ) -> list[ToolSpec]:
-    """One ToolSpec per function; the function name becomes the tool name inside `toolkit`."""
+    """One ToolSpec per function; the function name becomes the tool name inside `toolkit`.
+
+    A function with `x-toolplex` keeps its own toolkit (unless `toolkit` is given),
+    name, version and exact schemas.
+    """
     kit = toolkit or toolkit_name(document.title)
     version = document.version if re.match(r"^\d+\.\d+\.\d+$", document.version) else "1.0.0"
-    return [
-        ToolSpec(
-            toolkit=kit,
-            name=fn.name.replace("-", "_"),
-            version=version,
-            description=fn.description,
-            input_schema=fn.input_schema,
-            output_schema=fn.output_schema,
-            backend=backend,
-            source=source,
-            language=language,
-            binding=fn.name,
+    specs = []
+    for fn in document.functions:
+        ext = fn.extension or {}
+        specs.append(
+            ToolSpec(
+                toolkit=toolkit or ext.get("toolkit") or kit,
+                name=ext.get("name") or fn.name.replace("-", "_"),
+                version=ext.get("version") or version,
+                description=fn.description,
+                input_schema=ext.get("input_schema") or fn.input_schema,
+                output_schema=ext.get("output_schema", fn.output_schema),
+                backend=backend,
+                source=source,
+                language=language,
+                binding=fn.name,
+            )
         )
-        for fn in document.functions
-    ]
+    return specs
 
 
 # ---- building a document from the catalog (GET /load) ----
@@ -244,7 +303,19 @@ def function_of(spec: ToolSpec) -> dict[str, Any]:
     if spec.output_schema is not None:
         converted = schema_object(spec.output_schema)
         returned = {"name": RETURN_NAME, "description": converted.get("description", ""), "schema": converted}
-    return {"name": spec.flat_name, "description": spec.description, "parameters": parameters, "return": returned}
+    return {
+        "name": spec.flat_name,
+        "description": spec.description,
+        "parameters": parameters,
+        "return": returned,
+        EXTENSION: {
+            "toolkit": spec.toolkit,
+            "name": spec.name,
+            "version": spec.version,
+            "input_schema": spec.input_schema,
+            "output_schema": spec.output_schema,
+        },
+    }
 
 
 def build_document(

@@ -13,7 +13,16 @@ from starlette.routing import BaseRoute, Route
 from adapters.opentool import codec
 from adapters.opentool.document import build_document
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.http import dumps, is_json_content_type, json_response, parse_json, read_body, retry_after_headers
+from gateway.http import (
+    browser_form_content_type,
+    dumps,
+    is_json_content_type,
+    json_response,
+    parse_json,
+    read_body,
+    retry_after_headers,
+    unsupported_media,
+)
 from gateway.model import Call, CallContext, Principal
 
 if TYPE_CHECKING:
@@ -25,11 +34,12 @@ FRONT = "opentool"
 class _Rejected(Exception):
     """A request answered before dispatch, with its JSON-RPC code."""
 
-    def __init__(self, failure: Failure, code: int, call_id: str | None = None) -> None:
+    def __init__(self, failure: Failure, code: int, call_id: str | None = None, status: int | None = None) -> None:
         super().__init__(failure.message)
         self.failure = failure
         self.code = code
         self.call_id = call_id
+        self.status = status  # when the HTTP status is not the failure kind's (415)
 
 
 def _malformed(message: str, code: int = codec.INVALID_REQUEST, call_id: str | None = None) -> _Rejected:
@@ -38,7 +48,8 @@ def _malformed(message: str, code: int = codec.INVALID_REQUEST, call_id: str | N
 
 def _rejection_response(rejected: _Rejected) -> Response:
     return json_response(
-        codec.failure_body(rejected.call_id, rejected.failure, rejected.code), status=codec.status_of(rejected.failure)
+        codec.failure_body(rejected.call_id, rejected.failure, rejected.code),
+        status=rejected.status or codec.status_of(rejected.failure),
     )
 
 
@@ -56,12 +67,14 @@ class OpenToolFront:
 
     async def _parse_call(self, request: Request) -> tuple[Call, str]:
         principal = self._authenticate(request)
+        if (form := browser_form_content_type(request)) is not None:
+            raise _Rejected(unsupported_media(form), codec.INVALID_REQUEST, status=415)
         if not is_json_content_type(request):
             raise _malformed(
                 f"Content-Type must be application/json, got {request.headers.get('content-type') or 'none'!r}"
             )
         try:
-            body = parse_json(await read_body(request, self.gateway.max_body_bytes))
+            body = parse_json(await read_body(request, self.gateway.max_body_bytes), self.gateway.max_json_depth)
         except GatewayError as exc:
             code = codec.PARSE_ERROR if exc.failure.kind == ErrorKind.MALFORMED else codec.INVALID_REQUEST
             raise _Rejected(exc.failure, code) from None
@@ -155,13 +168,13 @@ class OpenToolFront:
 
     async def load(self, request: Request) -> Response:
         try:
-            self._authenticate(request)
+            principal = self._authenticate(request)
         except _Rejected as rejected:
             return _rejection_response(rejected)
         public = self.gateway.config.section("server").get("public_url")
         base = (public or str(request.base_url)).rstrip("/")
         document = build_document(
-            self.gateway.catalog.latest(),
+            self.gateway.dispatcher.visible_tools(principal),  # only what this caller may call
             title="Toolplex",
             version=self.gateway.version,
             description="Tools served by the Toolplex gateway",

@@ -33,7 +33,7 @@ CALLS: list[tuple[str, dict[str, Any], Any]] = [
     ("Arcade_Add", {"a": "10", "b": "5"}, "15"),  # Arcade worker
     ("EchoEnv_add", {"a": 2, "b": 3}, 5),  # XAgent ToolServerNode
     ("Inner_WordCount", {"text": "one two three"}, 3),  # another Toolplex, over OXP
-    ("InnerOT_Text_WordCount", {"text": "one two"}, 2),  # ... over OpenTool
+    ("InnerOT_WordCount", {"text": "one two"}, 2),  # ... over OpenTool (names kept: issue 11.8)
     ("Text_WordCount", {"text": "a b c d"}, 4),  # ... over its ToolServerNode front
     ("Url_Resolve", {"base": "https://a.example/x/y", "reference": "../z"}, {"href": "https://a.example/z"}),  # TS
 ]

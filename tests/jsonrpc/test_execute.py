@@ -243,7 +243,8 @@ async def test_tool_list_entries_are_tool_registrations() -> None:
     ids = [t["id"] for t in tools]
     assert "Math_Add" in ids and "Probe_Greet" in ids and ids == sorted(ids)
     add = tools[ids.index("Math_Add")]
-    assert set(add) == {"id", "title", "version", "description", "language", "schema"}
+    assert set(add) == {"id", "title", "version", "description", "language", "schema", "x-toolplex"}
+    assert add["x-toolplex"]["toolkit"] == "Math" and add["x-toolplex"]["name"] == "Add"  # issue 11.8
     assert add["language"] == "python" and add["schema"]["properties"].keys() == {"a", "b"}
     assert python_only["result"]["tools"] == tools
     assert typescript["result"]["tools"] == []

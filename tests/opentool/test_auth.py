@@ -51,3 +51,18 @@ async def test_healthz_needs_no_key() -> None:
     async with asgi_client(BUILTIN_BACKENDS + KEYS) as client:
         r = await client.get("/healthz")
     assert (r.status_code, r.json()) == (200, {"status": "ok"})
+
+
+async def test_listings_show_a_restricted_key_only_what_it_may_call() -> None:
+    """Issue 11.9: OpenTool /load and JSON-RPC tool.list are filtered by the caller's tool globs."""
+    async with asgi_client(BUILTIN_BACKENDS + KEYS) as client:
+        listings = {}
+        for key in ("math-only-key", "full-access-key"):
+            headers = {"Authorization": f"Bearer {key}"}
+            load = (await client.get("/opentool/load", headers=headers)).json()
+            rpc = await client.post("/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "tool.list"}, headers=headers)
+            listings[key] = ([f["name"] for f in load["functions"]], [t["id"] for t in rpc.json()["result"]["tools"]])
+    restricted_load, restricted_rpc = listings["math-only-key"]
+    full_load, full_rpc = listings["full-access-key"]
+    assert restricted_load == restricted_rpc == ["Math_Add", "Math_Divide", "Math_Multiply", "Math_Subtract"]
+    assert "Text_WordCount" in full_load and full_load == full_rpc

@@ -58,8 +58,9 @@ async def test_load_is_a_valid_document_that_round_trips() -> None:
     fail = next(f for f in doc["functions"] if f["name"] == "Demo_Fail")
     assert fail["return"] is None
 
-    parsed = parse_document(doc)
-    specs = {s.name: s for s in document_specs(parsed, toolkit="Copy", backend="x", source="load")}
+    # Without the x-toolplex extension (what any OpenTool client reads), the function name is the tool name.
+    plain = {**doc, "functions": [{k: v for k, v in f.items() if k != "x-toolplex"} for f in doc["functions"]]}
+    specs = {s.name: s for s in document_specs(parse_document(plain), toolkit="Copy", backend="x", source="load")}
     assert len(specs) == len(gateway.catalog.latest())
     original = gateway.catalog.resolve("Text_WordCount")
     copy = specs["Text_WordCount"]
@@ -67,6 +68,26 @@ async def test_load_is_a_valid_document_that_round_trips() -> None:
     assert copy.input_schema["required"] == original.input_schema["required"]
     assert copy.input_schema["properties"] == original.input_schema["properties"]
     assert copy.output_schema == original.output_schema
+
+
+async def test_load_carries_what_opentool_cannot_say_in_x_toolplex() -> None:
+    async with asgi_client(BUILTIN_BACKENDS) as client:
+        doc = (await client.get("/opentool/load")).json()
+        catalog = client.app.state.gateway.catalog  # type: ignore[attr-defined]
+    add = next(f for f in doc["functions"] if f["name"] == "Math_Add")
+    original = catalog.resolve("Math_Add")
+    assert add["x-toolplex"] == {
+        "toolkit": "Math",
+        "name": "Add",
+        "version": original.version,
+        "input_schema": original.input_schema,
+        "output_schema": original.output_schema,
+    }
+    copies = document_specs(parse_document(doc), toolkit=None, backend="x", source="load")
+    fields = ("toolkit", "name", "version", "description", "input_schema", "output_schema")
+    assert [tuple(getattr(s, f) for f in fields) for s in copies] == [
+        tuple(getattr(s, f) for f in fields) for s in catalog.latest()
+    ]
 
 
 async def test_load_uses_configured_server_url() -> None:

@@ -5,7 +5,15 @@ success answers without an `error` member (`--omit-error`) or with `"error": nul
 tool failures as HTTP 200 with `"result": {}`, a 400 for a numeric id, 401 without the
 API key on every route, `/streamCall` as Server-Sent Events.
 
-    python -m tests.upstreams.opentool_server --port 9627 [--api-key KEY] [--omit-error]
+`--stream` says what `/streamCall` does: `sse` (the Dart SDK's events), `absent` (no
+such route: 404), `405` (the route refuses POST), `rpc-not-found` (a JSON-RPC -32601
+answer, as a server routing every path to one JSON-RPC dispatcher gives).
+
+`--flavor typescript` is the opentool-hub TypeScript SDK's example server instead
+(`examples/server`, an Express app), as it runs: see `tests/upstreams/opentool_typescript.py`.
+
+    python -m tests.upstreams.opentool_server --port 9627 [--api-key KEY] [--omit-error] [--stream MODE]
+    python -m tests.upstreams.opentool_server --port 9627 --flavor typescript [--api-key KEY]
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.upstreams import opentool_typescript
 
 DOCUMENT: dict[str, Any] = {
     "opentool": "1.0.0",
@@ -71,7 +81,10 @@ def _distance(a: dict[str, float], b: dict[str, float]) -> float:
     return round(2 * 6371.0 * asin(sqrt(h)), 3)
 
 
-def build_app(api_key: str | None, omit_error: bool) -> Starlette:
+STREAM_MODES = ("sse", "absent", "405", "rpc-not-found")
+
+
+def build_app(api_key: str | None, omit_error: bool, stream: str = "sse") -> Starlette:
     def authorized(request: Request) -> bool:
         if not api_key:
             return True
@@ -124,6 +137,12 @@ def build_app(api_key: str | None, omit_error: bool) -> Starlette:
     async def stream_call(request: Request) -> Response:
         if not authorized(request):
             return unauthorized()
+        if stream == "405":
+            return JSONResponse({"detail": "Method Not Allowed"}, status_code=405, headers={"Allow": "GET"})
+        if stream == "rpc-not-found":
+            missing = {"code": -32601, "message": "Method streamCall not found"}
+            request_id = (await request.json()).get("id")
+            return JSONResponse({"jsonrpc": "2.0", "result": {}, "error": missing, "id": request_id})
         body, status = await run(request)
         if status != 200:
             return JSONResponse(body, status_code=status)
@@ -143,14 +162,14 @@ def build_app(api_key: str | None, omit_error: bool) -> Starlette:
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    return Starlette(
-        routes=[
-            Route("/opentool/version", version),
-            Route("/opentool/load", load),
-            Route("/opentool/call", call, methods=["POST"]),
-            Route("/opentool/streamCall", stream_call, methods=["POST"]),
-        ]
-    )
+    routes = [
+        Route("/opentool/version", version),
+        Route("/opentool/load", load),
+        Route("/opentool/call", call, methods=["POST"]),
+    ]
+    if stream != "absent":
+        routes.append(Route("/opentool/streamCall", stream_call, methods=["POST"]))
+    return Starlette(routes=routes)
 
 
 def main() -> None:
@@ -158,8 +177,14 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--api-key")
     parser.add_argument("--omit-error", action="store_true")
+    parser.add_argument("--stream", choices=STREAM_MODES, default="sse")
+    parser.add_argument("--flavor", choices=("dart", "typescript"), default="dart")
     args = parser.parse_args()
-    uvicorn.run(build_app(args.api_key, args.omit_error), host="127.0.0.1", port=args.port, log_level="warning")
+    if args.flavor == "typescript":
+        app = opentool_typescript.build_app(args.api_key)
+    else:
+        app = build_app(args.api_key, args.omit_error, args.stream)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

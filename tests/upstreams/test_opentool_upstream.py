@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+import yaml
 
 from adapters.opentool.backend import OpenToolBackend
 from adapters.opentool.client import (
@@ -17,9 +22,9 @@ from adapters.opentool.client import (
 )
 from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
-from gateway.errors import ErrorKind
+from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import Call, CallContext
-from tests.support import asgi_client, free_port, python_server
+from tests.support import ROOT, asgi_client, free_port, python_server
 
 KEY = "upstream-secret-key"
 
@@ -139,3 +144,133 @@ async def test_a_real_clients_header_is_forwarded_only_when_configured(front: st
                     answer = (await client.post("/rpc", json=body, headers=headers)).json()
                     value = answer["result"]["metadata"]["value"]
             assert value["headers"]["authorization"] == expected
+
+
+# ---- the TypeScript SDK's example server (issue 11.5) ----
+
+TS_DESCRIPTION = ROOT / "tests" / "upstreams" / "opentool_typescript.yaml"
+TS_KEY = "6621c8a3-2110-4e6a-9d62-70ccd467e789"
+
+
+@pytest.fixture
+def typescript_server() -> Iterator[str]:
+    """A fresh server per test: its text store starts empty."""
+    with python_server("tests.upstreams.opentool_server", "--flavor", "typescript", "--api-key", TS_KEY) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_the_typescript_double_answers_as_the_sdk_server_runs(typescript_server: str) -> None:
+    base, auth = f"{typescript_server}/opentool", {"Authorization": TS_KEY}  # the bare key, as the SDK allows
+    assert httpx.get(f"{base}/version", timeout=5).json() == {"error": "Authorization header missing"}
+    load = httpx.get(f"{base}/load", headers=auth, timeout=5)
+    assert (load.status_code, load.json()) == (200, {"code": 404, "message": "Json Parser NOT implement"})
+    unknown = httpx.post(f"{base}/call", json={"method": "nope", "id": 1}, headers=auth, timeout=5)
+    assert unknown.text == '{"jsonrpc":"2.0.0","result":{"code":405,"message":"Function Not Supported: nope"},"id":1}'
+    stream = httpx.post(f"{base}/streamCall", json={"method": "count", "id": "s"}, headers=auth, timeout=5)
+    assert stream.status_code == 404 and "Cannot POST /opentool/streamCall" in stream.text
+
+
+async def test_a_typescript_sdk_server_without_description_file_is_a_discovery_error(typescript_server: str) -> None:
+    backend = OpenToolBackend("ts", {"name": "ts", "kind": "opentool", "url": typescript_server, "api_key": TS_KEY})
+    try:
+        with pytest.raises(GatewayError) as info:
+            await backend.discover()
+    finally:
+        await backend.close()
+    assert info.value.failure.kind == ErrorKind.UPSTREAM_UNAVAILABLE
+    assert (
+        "description_file" in info.value.failure.message and "Json Parser NOT implement" in info.value.failure.message
+    )
+
+
+def description_files(tmp_path: Path) -> dict[str, Path]:
+    """The YAML description as it ships, and a JSON copy with one function the server does not have."""
+    document = yaml.safe_load(TS_DESCRIPTION.read_text())
+    extra = {"name": "archive", "description": "Not implemented by the server", "parameters": [], "return": None}
+    document["functions"].append(extra)
+    as_json = tmp_path / "mock.json"
+    as_json.write_text(json.dumps(document))
+    return {"yaml": TS_DESCRIPTION, "json": as_json}
+
+
+@pytest.mark.parametrize("form", ["yaml", "json"])
+async def test_description_file_fronts_the_typescript_sdk_server(
+    typescript_server: str, tmp_path: Path, form: str
+) -> None:
+    path = description_files(tmp_path)[form]
+    config = (
+        "backends:\n"
+        f"  - {{name: ts, kind: opentool, url: '{typescript_server}', api_key: '{TS_KEY}',"
+        f" description_file: '{path}'}}\n"
+    )
+    async with asgi_client(config) as client:
+
+        async def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            body = {"jsonrpc": "2.0", "method": f"MockTextStore_{method}", "params": params, "id": method}
+            return (await client.post("/opentool/call", json=body)).json()
+
+        created = await call("create", {"text": "hello"})
+        read = await call("read", {"id": created["result"]["result"]})
+        missing = await call("read", {"id": 99})
+        fatal = await call("run", {})
+        stream_body = {"jsonrpc": "2.0", "method": "MockTextStore_count", "params": {}, "id": "s"}
+        streamed = await client.post("/opentool/streamCall", json=stream_body)
+        archive = await call("archive", {}) if form == "json" else None
+        definition = next(t for t in (await client.get("/tools")).json()["items"] if t["name"] == "MockTextStore_read")
+    assert created["result"] == {"result": 1}  # {"id": 1} unwrapped: the declared return is an integer
+    assert read["result"] == {"result": "hello"} and read["error"] is None  # "jsonrpc": "2.0.0" accepted
+    assert missing["error"]["code"] == 500 and missing["error"]["message"] == "Error: No text found with id: 99"
+    assert fatal["error"] == {"code": 500, "message": '{"code":500,"message":"Error: Fatal error occurred in run()"}'}
+    assert streamed.text == (  # no /streamCall there: /call's one value, framed as a direct stream
+        'event: start\ndata: {"start":"MockTextStore_count"}\n\n'
+        'event: data\ndata: {"jsonrpc":"2.0","result":{"result":1},"error":null,"id":"s"}\n\n'
+        'event: done\ndata: {"done":"MockTextStore_count"}\n\n'
+    )
+    if archive is not None:  # the successful {"code": 405, ...} answer is "not found"
+        assert archive["error"]["code"] == -32601 and "Function Not Supported: archive" in archive["error"]["message"]
+    assert definition["version"] == "0.0.1"
+    assert definition["input_schema"]["properties"]["id"] == {"type": "integer", "description": "The text's id."}
+
+
+async def test_a_bad_description_file_names_the_file_and_the_place(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("opentool: '1.0.0'\ninfo: {title: t, version: '1.0.0'}\nfunctions:\n  - {name: f}\n")
+    backend = OpenToolBackend("ts", {"name": "ts", "url": "http://127.0.0.1:9", "description_file": str(path)})
+    try:
+        with pytest.raises(ConfigError) as info:
+            await backend.discover()
+    finally:
+        await backend.close()
+    assert info.value.problems == [
+        f"backend 'ts': description_file {path}: functions[0]: required field 'description' is missing"
+    ]
+
+
+# ---- /streamCall falls back to /call (issue 11.6) ----
+
+DISTANCE = (
+    '{"jsonrpc":"2.0","method":"GeoTools_distance","params":{"from":{"lat":0,"lon":0},"to":{"lat":0,"lon":1}},"id":"d"}'
+)
+
+
+async def streamed_frames(*server_args: str) -> tuple[str, str]:
+    """Two /streamCall answers in a row through a gateway fronting the Dart-style double."""
+    with python_server("tests.upstreams.opentool_server", *server_args) as port:
+        config = f"backends:\n  - {{name: geo, kind: opentool, url: 'http://127.0.0.1:{port}'}}\n"
+        async with asgi_client(config) as client:
+            headers = {"content-type": "application/json"}
+            first = await client.post("/opentool/streamCall", content=DISTANCE, headers=headers)
+            second = await client.post("/opentool/streamCall", content=DISTANCE, headers=headers)
+    return first.text, second.text
+
+
+@pytest.mark.parametrize("mode", ["absent", "405", "rpc-not-found"])
+async def test_stream_call_falls_back_to_call_with_the_same_frames(mode: str) -> None:
+    direct, _ = await streamed_frames("--stream", "sse")
+    first, second = await streamed_frames("--stream", mode)
+    assert direct == (
+        'event: start\ndata: {"start":"GeoTools_distance"}\n\n'
+        'event: data\ndata: {"jsonrpc":"2.0","result":{"result":111.195},"error":null,"id":"d"}\n\n'
+        'event: done\ndata: {"done":"GeoTools_distance"}\n\n'
+    )
+    assert first == direct and second == direct

@@ -1,0 +1,140 @@
+"""The `jsonrpc` backend: a seed-002 server (e.g. another Toolplex's `/rpc`), `tool.list` and `tool.execute`.
+
+Discovery asks `tool.list`; each call is one `tool.execute` whose `context.timeout`
+is what is left of the call's deadline. Error codes come back as the canonical kinds
+they stand for (a Toolplex names the kind in `data.kind`), so a Toolplex behind a
+Toolplex loses nothing: names, toolkits, versions, schemas, values and errors.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any
+
+import httpx
+import structlog
+
+from adapters.jsonrpc import codec
+from gateway.errors import Failure, GatewayError
+from gateway.model import CallContext, ToolSpec
+from gateway.upstream import Upstream, UpstreamSettings, failure_for_status, is_json, json_of
+
+log = structlog.get_logger("toolplex.jsonrpc.backend")
+
+
+class JsonRpcBackend:
+    def __init__(self, name: str, settings: dict[str, Any]) -> None:
+        self.name = name
+        self.settings = settings
+        self.path = str(settings.get("path", "/rpc"))
+        self.api_key: str | None = settings.get("api_key") or None
+        self.forward_authorization = bool(settings.get("forward_authorization", False))
+        self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
+        # Toolkit of tools whose title is not `Toolkit.Name` (servers other than a Toolplex).
+        self.default_toolkit = "".join(w[:1].upper() + w[1:] for w in name.replace("-", "_").split("_")) or "Rpc"
+
+    def _credentials(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def _headers(self, context: CallContext) -> dict[str, str]:
+        if self.forward_authorization and context.client_authorization:
+            return {"Authorization": context.client_authorization}
+        return self._credentials()
+
+    # ---- discovery ----
+
+    async def discover(self) -> list[ToolSpec]:
+        body = {"jsonrpc": "2.0", "protocol": codec.PROTOCOL_VERSION, "id": "discover", "method": "tool.list"}
+        response = await self.upstream.request(
+            "POST", self.path, json=body, headers=self._credentials(), idempotent=True
+        )
+        status = response.status_code
+        if status in (401, 403):
+            raise self.upstream.unavailable(f"tool.list refused the gateway's credentials (HTTP {status})")
+        if status != 200:
+            raise self.upstream.unavailable(f"tool.list at {self.path} answered HTTP {status}")
+        try:
+            result, error = codec.read_response(json_of(self.upstream, response))
+        except ValueError as exc:
+            raise self.upstream.unavailable(f"tool.list at {self.path}: {exc}") from None
+        if error is not None:
+            raise self.upstream.unavailable(f"tool.list failed: {codec.failure_of(error).message}")
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if not isinstance(tools, list):
+            raise self.upstream.unavailable("tool.list did not answer {tools: [...]}")
+        source = f"backend {self.name!r} ({self.upstream.settings.url})"
+        specs: dict[str, ToolSpec] = {}
+        for index, entry in enumerate(tools):
+            try:
+                spec = codec.spec_from_registration(
+                    entry, backend=self.name, toolkit=self.default_toolkit, source=source
+                )
+            except ValueError as exc:  # one bad entry does not hide the others
+                log.warning("jsonrpc_registration_skipped", backend=self.name, index=index, reason=str(exc))
+                continue
+            if spec.flat_name in specs:
+                log.warning("jsonrpc_registration_duplicate", backend=self.name, tool=spec.flat_name)
+                continue
+            specs[spec.flat_name] = spec
+        return list(specs.values())
+
+    # ---- calls ----
+
+    def _context(self, context: CallContext) -> dict[str, Any]:
+        out: dict[str, Any] = {"messageId": context.message_id or context.call_id}
+        if context.session_key is not None:
+            # Stable per caller session, distinct between callers, and no principal name leaves the gateway.
+            out["sessionId"] = uuid.uuid5(uuid.NAMESPACE_URL, f"toolplex:{context.session_key}").hex
+        remaining = context.remaining()
+        if remaining is not None:
+            out["timeout"] = max(1, math.floor(remaining * 1000))
+        return out
+
+    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+        body = codec.execute_request(context.call_id, spec.binding, arguments, self._context(context))
+        response = await self.upstream.request(
+            "POST", self.path, json=body, headers=self._headers(context), deadline=context.deadline
+        )
+        if response.status_code >= 400:
+            raise GatewayError(self._status_failure(response))
+        try:
+            result, error = codec.read_response(json_of(self.upstream, response))
+        except ValueError as exc:
+            snippet = response.text[:120].replace("\n", " ")
+            raise self.upstream.unavailable(
+                f"its answer is not a valid JSON-RPC response ({exc})",
+                developer_message=f"HTTP {response.status_code}, first bytes: {snippet!r}",
+            ) from None
+        if error is not None:
+            raise GatewayError(codec.failure_of(error))
+        return codec.value_of(result)
+
+    def _status_failure(self, response: httpx.Response) -> Failure:
+        """An HTTP error answer: the status says the kind; a JSON-RPC error body adds its details."""
+        body: Any = None
+        if is_json(response):
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
+        error = body.get("error") if isinstance(body, dict) else None
+        fields: dict[str, Any] = {}
+        if isinstance(error, dict) and isinstance(error.get("code"), int):
+            carried = codec.failure_of(error)
+            message: Any = carried.message
+            fields = {"parameter_errors": carried.parameter_errors, "details": carried.details}
+            if carried.retry_after_ms is not None:
+                fields["retry_after_ms"] = carried.retry_after_ms
+        elif isinstance(body, (dict, list)):
+            message = body
+        elif response.text and not response.headers.get("content-type", "").startswith("text/html"):
+            message = response.text[:200]
+        else:
+            message = response.reason_phrase or "no message"
+        failure = failure_for_status(self.name, response.status_code, message, response.headers, **fields)
+        assert failure is not None  # only called for statuses >= 400
+        return failure
+
+    async def close(self) -> None:
+        await self.upstream.close()
