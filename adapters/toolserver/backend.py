@@ -3,7 +3,12 @@
 Speaks what the real client sends (protocols.md §3): `POST /get_cookie` for a
 `node_id`, `/get_available_tools` (plus `/get_json_schema_for_tools` with a bare
 array for tools listed without a schema), `/execute_tool {tool_name, arguments}`.
-A node keeps state per cookie, so each front session gets its own node session.
+A Manager keeps state per cookie, so each front session gets its own node
+session, keyed by `CallContext.session_key`. A bare node has no session
+endpoints (`/get_cookie` is a 404 there): detected, or forced with
+`sessions: none`, every call then goes to its one workspace without a cookie.
+A Toolplex upstream's `x-toolplex` listing member keeps toolkits, versions and
+full descriptions across the hop.
 
 Upstream 450 ("call again"): a call that came through the ToolServerNode front
 gets the 450 back with `next_calling` in gateway names (a listed tool's gateway
@@ -18,12 +23,14 @@ import asyncio
 import contextlib
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from http.cookies import SimpleCookie
 from typing import Any
 
 import httpx
+import orjson
 import structlog
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -32,9 +39,9 @@ from adapters.toolserver import codec
 from adapters.toolserver.nodes import SHARED, Continuation, Continuations, NodeSession, NodeSessions
 from gateway.catalog import validate_spec
 from gateway.errors import ErrorKind, GatewayError
-from gateway.model import CallContext, ToolSpec
+from gateway.model import CallContext, ToolSpec, principal_name
 from gateway.routing import apply_routing
-from gateway.upstream import Upstream, UpstreamSettings, json_of
+from gateway.upstream import Upstream, UpstreamSettings, failure_for_status, json_of
 
 log = structlog.get_logger("toolplex.toolserver")
 
@@ -51,6 +58,8 @@ RELEASE_TIMEOUT_S = 2.0
 MAX_FOLLOW_PAUSE_S = 3.0  # the XAgent client's own pause between retries
 SCHEMA_BATCH = 500
 LISTING_KEYS = ("available_tools", "tools_json")
+EXTENSION = "x-toolplex"
+NO_SESSION_ENDPOINT = (404, 405)  # what a bare node answers to /get_cookie
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -66,6 +75,11 @@ class _NoCookies(DefaultCookiePolicy):
 
     def set_ok(self, cookie: Any, request: Any) -> bool:
         return False
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    parts = version.split(".")
+    return tuple(int(p) if p.isdigit() else 0 for p in parts)
 
 
 def _safe(part: str) -> str:
@@ -97,6 +111,11 @@ def _detail(response: httpx.Response) -> Any:
     return body.get("detail") if isinstance(body, dict) else None
 
 
+def _text(detail: Any) -> str:
+    """An error detail as text: strings as they are, anything else as JSON (never a Python repr)."""
+    return detail if isinstance(detail, str) else orjson.dumps(detail, default=str).decode()
+
+
 class ToolServerBackend:
     def __init__(self, name: str, settings: dict[str, Any]) -> None:
         self.name = name
@@ -104,7 +123,10 @@ class ToolServerBackend:
         self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
         self.upstream.client.cookies = httpx.Cookies(CookieJar(policy=_NoCookies()))
         self.path = str(settings.get("path", "")).rstrip("/")
-        self.per_session = settings.get("sessions", "per_session") == "per_session"
+        mode = settings.get("sessions", "per_session")
+        self.per_session = mode == "per_session"
+        self.sessionless = mode == "none"  # a bare node: no cookies at all (also set when detected)
+        self.env_descriptions: dict[str, str] = {}  # the upstream's env descriptions, for the front's listings
         self.api_key: str | None = settings.get("api_key")
         self.forward_authorization = bool(settings.get("forward_authorization", False))
         idle = float(settings.get("session_idle_s", 1800))
@@ -118,8 +140,14 @@ class ToolServerBackend:
 
     # ---- sessions ----
 
-    def _key(self, session_id: str | None) -> str:
-        return session_id if (self.per_session and session_id) else SHARED
+    def _key(self, session_key: str | None) -> str:
+        """The upstream session of a front session (its `CallContext.session_key`)."""
+        return session_key if (self.per_session and not self.sessionless and session_key) else SHARED
+
+    @staticmethod
+    def _owner(context: CallContext) -> str:
+        """Who may continue an upstream 450: the caller's session, or its principal's calls without one."""
+        return context.session_key or f"{context.front}/{principal_name(context.principal)}/"
 
     def _headers(self, node: NodeSession, authorization: str | None = None) -> dict[str, str]:
         headers = {}
@@ -132,13 +160,27 @@ class ToolServerBackend:
         return headers
 
     async def _new_cookie(self, deadline: float) -> str | None:
-        """A fresh node session. Never re-sent once it may have arrived: a Manager starts a node per cookie."""
+        """A fresh node session. Never re-sent once it may have arrived: a Manager starts a node per cookie.
+
+        None for a bare node: it has no `/get_cookie` (nor the seed's `/get_cookies`).
+        """
+        if self.sessionless:
+            return None
         auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         response = await self.upstream.request("POST", f"{self.path}/get_cookie", deadline=deadline, headers=auth)
-        if response.status_code in (404, 405):  # the seed's spelling
+        if response.status_code in NO_SESSION_ENDPOINT:  # the seed's spelling
             response = await self.upstream.request("POST", f"{self.path}/get_cookies", deadline=deadline, headers=auth)
+        if response.status_code in NO_SESSION_ENDPOINT:
+            self.sessionless = True
+            log.info(
+                "toolserver_bare_node",
+                backend=self.name,
+                detail="no session endpoints: every caller shares its workspace",
+            )
+            return None
         if response.status_code != 200:
-            raise self.upstream.unavailable(f"/get_cookie answered HTTP {response.status_code}")
+            failure = failure_for_status(self.name, response.status_code, _detail(response) or response.text[:200])
+            raise GatewayError(failure) if failure else self.upstream.unavailable("/get_cookie failed")
         return _node_id_of(response)  # a node without sessions sets none: tolerated
 
     async def _node(self, key: str, deadline: float) -> NodeSession:
@@ -167,17 +209,25 @@ class ToolServerBackend:
         authorization: str | None = None,
         headers: dict[str, str] | None = None,
         idempotent: bool = False,
+        expect_json: bool = True,
+        body: Callable[[], Any] | None = None,
         **kwargs: Any,
     ) -> httpx.Response:
-        """POST in session `key`; a 403 `invalid node_id` (refused, so it did not run) renews the cookie once."""
+        """POST in session `key`; a 403 `invalid node_id` (refused, so it did not run) renews the cookie once.
+
+        `body` makes a fresh request body for each attempt (a streamed upload).
+        """
         node = await self._node(key, deadline)
         for attempt in range(2):
             stale = node.node_id
+            if body is not None:
+                kwargs["content"] = body()
             response = await self.upstream.request(
                 "POST",
                 f"{self.path}{path}",
                 deadline=deadline,
                 idempotent=idempotent,
+                expect_json=expect_json,
                 headers={**(headers or {}), **self._headers(node, authorization)},
                 **kwargs,
             )
@@ -188,12 +238,14 @@ class ToolServerBackend:
                 await self._renew(node, stale, deadline)
         raise self.upstream.unavailable("it refused a freshly issued node_id (403 invalid node_id)")
 
-    async def release_session(self, session_id: str) -> None:
-        """The front session ended: release its upstream node session too."""
-        if not self.per_session or not session_id:
+    async def release_session(self, session_key: str) -> None:
+        """The front session (its `CallContext.session_key`) ended: release its upstream node session too."""
+        if not session_key:
+            return
+        self.continuations.forget_session(session_key)
+        if not self.per_session or self.sessionless:
             return  # the shared session outlives every front session
-        self.continuations.forget_session(session_id)
-        node = self.sessions.pop(session_id)
+        node = self.sessions.pop(session_key)
         if node is not None:
             await self._release(node)
 
@@ -238,9 +290,52 @@ class ToolServerBackend:
             found = await self._listing("/get_json_schema_for_tools", missing[start : start + SCHEMA_BATCH], deadline)
             for tool in _named(found.get("tools_json") if isinstance(found, dict) else None):
                 schemas.setdefault(tool["name"], tool)
-        envs = [e["name"] for e in _named(data.get("available_envs"))]
-        specs = self._specs(names, schemas, envs)
+        listed_envs = _named(data.get("available_envs"))
+        envs = [e["name"] for e in listed_envs]
+        self.env_descriptions = {
+            _safe(e["name"]): e["description"] for e in listed_envs if isinstance(e.get("description"), str)
+        }
+        extension = data.get(EXTENSION)
+        specs = self._extension_specs(extension) if isinstance(extension, dict) else None
+        if specs is None:
+            specs = self._specs(names, schemas, envs)
+        specs.append(self._relay())
+        specs = [s for s in specs if not validate_spec(s)]
         self._learn_names(specs)
+        return specs
+
+    def _source(self) -> str:
+        return f"backend {self.name!r} ({self.upstream.settings.url})"
+
+    def _extension_specs(self, extension: dict[str, Any]) -> list[ToolSpec] | None:
+        """The tools as a Toolplex upstream describes them: toolkits, every version, full descriptions."""
+        entries = extension.get("tools")
+        if not isinstance(entries, list):
+            return None
+        specs: list[ToolSpec] = []
+        for entry in entries:
+            if not isinstance(entry, dict) or not all(
+                isinstance(entry.get(k), str) for k in ("tool_name", "toolkit", "name", "version")
+            ):
+                continue
+            output = entry.get("output_schema")
+            spec = ToolSpec(
+                toolkit=entry["toolkit"],
+                name=entry["name"],
+                version=entry["version"],
+                description=str(entry.get("description") or ""),
+                input_schema=self._schema(entry["tool_name"], entry.get("input_schema")),
+                output_schema=output if isinstance(output, dict) else None,
+                backend=self.name,
+                language="remote",
+                source=self._source(),
+                binding=entry["tool_name"],
+            )
+            problems = validate_spec(spec)
+            if problems:
+                log.warning("toolserver_tool_skipped", backend=self.name, tool=entry["tool_name"], problems=problems)
+                continue
+            specs.append(spec)
         return specs
 
     def _split(self, tool: str, envs: list[str]) -> tuple[str, str]:
@@ -254,7 +349,7 @@ class ToolServerBackend:
         return _safe(self.name), _safe(tool)
 
     def _specs(self, names: list[str], schemas: dict[str, dict[str, Any]], envs: list[str]) -> list[ToolSpec]:
-        source = f"backend {self.name!r} ({self.upstream.settings.url})"
+        source = self._source()
         specs: list[ToolSpec] = []
         seen: set[str] = set()
         for tool in names:
@@ -277,7 +372,10 @@ class ToolServerBackend:
                 continue
             seen.add(spec.flat_name)
             specs.append(spec)
-        relay = ToolSpec(
+        return specs
+
+    def _relay(self) -> ToolSpec:
+        return ToolSpec(
             toolkit=RELAY_TOOLKIT,
             name=f"continue_{_safe(self.name)}",
             version="1.0.0",
@@ -286,12 +384,9 @@ class ToolServerBackend:
             visible=False,
             backend=self.name,
             language="remote",
-            source=source,
+            source=self._source(),
             binding=Relay(self.name),
         )
-        if not validate_spec(relay):
-            specs.append(relay)
-        return specs
 
     def _schema(self, tool: str, parameters: Any) -> dict[str, Any]:
         if not isinstance(parameters, dict):
@@ -306,17 +401,22 @@ class ToolServerBackend:
     def _learn_names(self, specs: list[ToolSpec]) -> None:
         """The gateway names of this backend's tools after routing, to translate `next_calling`."""
         routed = apply_routing(specs, {**self.settings, "name": self.name})
-        self.gateway_names = {s.binding: s.flat_name for s in routed if isinstance(s.binding, str)}
+        names: dict[str, str] = {}
+        for spec in sorted((s for s in routed if isinstance(s.binding, str)), key=lambda s: _version_key(s.version)):
+            names[spec.binding] = spec.flat_name
+            names[spec.binding.partition("@")[0]] = spec.flat_name  # the upstream's bare name: its latest
+        self.gateway_names = names
         relays = [s for s in routed if isinstance(s.binding, Relay)]
         self.relay_name = relays[0].flat_name if relays and validate_spec(relays[0]) == [] else None
 
     # ---- calls ----
 
     async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
-        key = self._key(context.session_id)
+        key = self._key(context.session_key)
+        owner = self._owner(context)
         deadline = context.deadline if context.deadline is not None else self._deadline()
         if isinstance(spec.binding, Relay):
-            continuation = self.continuations.take(str(arguments.get("continuation")), key)
+            continuation = self.continuations.take(str(arguments.get("continuation")), owner)
             if continuation is None:
                 raise GatewayError.of(
                     ErrorKind.NOT_FOUND,
@@ -329,7 +429,7 @@ class ToolServerBackend:
         follows = 0
         while response.status_code == codec.RETRY_STATUS:
             tool, arguments = self._next_calling(response)
-            pending = self._pending(key, tool, arguments) if context.front == FRONT else None
+            pending = self._pending(key, owner, tool, arguments) if context.front == FRONT else None
             if pending is not None:
                 raise pending
             follows += 1
@@ -363,13 +463,13 @@ class ToolServerBackend:
             raise self.upstream.unavailable("it answered 450 without a 'retry' detail naming next_calling")
         return detail["next_calling"], detail.get("arguments") or {}
 
-    def _pending(self, key: str, tool: str, arguments: dict[str, Any]) -> GatewayError | None:
+    def _pending(self, key: str, owner: str, tool: str, arguments: dict[str, Any]) -> GatewayError | None:
         """The 450 for the ToolServerNode front, `next_calling` in the gateway's names; None when it has none."""
         name = self.gateway_names.get(tool)
         if name is None:
             if self.relay_name is None:  # routing dropped the relay: the backend follows instead
                 return None
-            token = self.continuations.add(Continuation(key=key, tool=tool, arguments=arguments))
+            token = self.continuations.add(Continuation(key=key, owner=owner, tool=tool, arguments=arguments))
             name, arguments = self.relay_name, {"continuation": token}
         return GatewayError.of(
             ErrorKind.PENDING,
@@ -386,21 +486,17 @@ class ToolServerBackend:
             except ValueError as exc:
                 self.upstream.breaker.failure()
                 raise self.upstream.unavailable(f"/execute_tool answered {exc}, not a ToolServerNode result") from None
-        if status in (502, 503, 504):
-            raise self.upstream.unavailable(f"it answered HTTP {status}: {str(_detail(response))[:200]}")
-        if status == 401:
-            raise self.upstream.unavailable("it refused the gateway's credentials (401)")
         detail = _detail(response)
-        if detail is None:
+        if status in (404, 422, 500) and detail is None:
             json_of(self.upstream, response)  # raises for a body that is not JSON
             self.upstream.breaker.failure()
             raise self.upstream.unavailable(f"it answered HTTP {status} without a FastAPI 'detail'")
-        message = detail if isinstance(detail, str) else str(detail)[:1000]
-        if status == 404:
+        message = _text(detail)[:1000] if detail is not None else response.text[:200]
+        if status == 404:  # the node's own meaning: no such tool
             if detail == "Not Found":  # the framework's own 404: no /execute_tool at this path
                 raise self.upstream.unavailable(f"{self.path}/execute_tool does not exist there (404)")
             raise GatewayError.of(ErrorKind.NOT_FOUND, message, details={"upstream_tool": tool})
-        if status == 422:
+        if status == 422:  # FastAPI's validation list
             problems = codec.parameter_errors_of(detail) if isinstance(detail, list) else {}
             listed = "; ".join(f"{k}: {v}" for k, v in problems.items())
             raise GatewayError.of(
@@ -408,33 +504,42 @@ class ToolServerBackend:
                 f"Invalid arguments for {tool}: {listed or message}",
                 parameter_errors=problems or None,
             )
+        if status == 500:  # the tool raised; the detail is its trace
+            raise GatewayError.of(ErrorKind.TOOL_FAILED, message)
         if status == 413:
             raise GatewayError.of(ErrorKind.TOO_LARGE, message)
-        if status == 403:
-            raise GatewayError.of(ErrorKind.FORBIDDEN, message)
-        if status == 500:
-            raise GatewayError.of(ErrorKind.TOOL_FAILED, message)
-        raise self.upstream.unavailable(f"it answered HTTP {status}: {message[:200]}")
+        failure = failure_for_status(self.name, status, message, response.headers)
+        if failure is None:  # 1xx/3xx: not an answer a node gives
+            raise self.upstream.unavailable(f"it answered HTTP {status}")
+        raise GatewayError(failure)
 
     # ---- file passthrough (the front's /upload_file, /download_file, workspace endpoints) ----
 
     async def forward(
         self,
-        session_id: str | None,
+        session_key: str | None,
         path: str,
-        content: bytes,
+        body: Callable[[], Any],
+        size: int,
         content_type: str | None,
         authorization: str | None = None,
     ) -> httpx.Response:
-        """Send one workspace request as it came, to the node of the front session."""
-        headers = {"Content-Type": content_type} if content_type else {}
+        """Send one workspace request as it came, to the node of the front session (its `session_key`).
+
+        `body` gives the request body afresh for each attempt. The answers are files as often
+        as JSON: a valid non-JSON answer is no fault of the upstream (`expect_json=False`).
+        """
+        headers = {"Content-Length": str(size)}
+        if content_type:
+            headers["Content-Type"] = content_type
         response = await self._send(
-            self._key(session_id),
+            self._key(session_key),
             path,
-            content=content,
+            body=body,
             headers=headers,
             deadline=self._deadline(),
             authorization=authorization,
+            expect_json=False,
         )
         if response.status_code in (502, 503, 504):
             raise self.upstream.unavailable(f"it answered HTTP {response.status_code}")

@@ -73,6 +73,29 @@ def env_json(name: str, description: str, tools: Sequence[ToolSpec], cap: int | 
     return {"name": name, "description": description, "total_tools": len(tools), "tools": names}
 
 
+def summary(env: str, tools: Sequence[ToolSpec]) -> str:
+    """An env description made from its tools, for a toolkit described nowhere else."""
+    firsts = [spec.description.strip().split("\n", 1)[0].rstrip(".") for spec in tools if spec.description.strip()]
+    text = f"{env}: " + "; ".join(firsts) if firsts else f"{env}: " + ", ".join(s.name for s in tools)
+    return text[:DESCRIPTION_LIMIT]
+
+
+def extension_entry(spec: ToolSpec) -> dict[str, Any]:
+    """One tool as a Toolplex upstream describes it beside the node's format (`x-toolplex`).
+
+    `tool_name` is what `/execute_tool` accepts to run exactly this version.
+    """
+    return {
+        "tool_name": f"{spec.flat_name}@{spec.version}",
+        "toolkit": spec.toolkit,
+        "name": spec.name,
+        "version": spec.version,
+        "description": spec.description,
+        "input_schema": spec.input_schema,
+        "output_schema": spec.output_schema,
+    }
+
+
 def detail(message: Any) -> dict[str, Any]:
     return {"detail": message}
 

@@ -4,15 +4,21 @@ Sessions are `node_id` cookies; `/execute_tool` answers a call still running
 after the front's patience with 450 and a handle that the client collects by
 calling the gateway's own hidden tool `Toolplex_collect_result`. An upstream
 node's own 450 (a `toolserver` backend) comes back as 450 too, its
-`next_calling` already in gateway names. With a `toolserver` backend, the
-workspace endpoints (`/upload_file`, ...) pass through to the caller's node.
+`next_calling` already in gateway names. The workspace endpoints (`/upload_file`,
+...) serve the session's own workspace (gateway/workspaces.py), or pass through
+byte for byte to the caller's node of a `toolserver` backend when there is one.
+Listings show only what the caller may call; `/get_available_tools` adds an
+`x-toolplex` member (ignored by XAgent) carrying what the node's format lacks
+(toolkit, version, full description), so Toolplex behind Toolplex loses nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
-from collections.abc import Awaitable, Callable
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -20,12 +26,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from adapters.toolserver import codec, shapes
+from adapters.toolserver import codec, shapes, workspace
 from gateway.errors import ConfigError, ErrorKind, GatewayError
-from gateway.http import json_response, parse_json, read_body, retry_after_headers
-from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec
-from gateway.retrieval import index_for
+from gateway.http import (
+    browser_form_content_type,
+    json_response,
+    parse_json,
+    read_body,
+    retry_after_headers,
+    unsupported_media,
+)
+from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permitted, principal_name
+from gateway.retrieval import retrieve
 from gateway.sessions import Session, SessionRegistry
+from gateway.workspaces import key_for
 
 if TYPE_CHECKING:
     from gateway.runtime import Gateway
@@ -40,6 +54,9 @@ SHOWN_ID_LIMIT = 128
 # Passed through to the upstream node of the caller's session (the `toolserver` backend).
 WORKSPACE_PATHS = ("upload_file", "download_file", "get_workspace_structure", "download_workspace")
 PASSED_HEADERS = ("content-type", "content-disposition")
+EXTENSION = "x-toolplex"  # what the node's listing format lacks, for a Toolplex on the other side
+MULTIPART_OVERHEAD = 1024 * 1024  # room for part headers around an upload of max_upload_bytes
+SPOOL_CHUNK = 256 * 1024
 
 log = structlog.get_logger("toolplex.toolserver")
 
@@ -66,6 +83,19 @@ class _Caller:
     def session_id(self) -> str | None:
         return self.session.id if self.session else None
 
+    def context(self, **fields: Any) -> CallContext:
+        return CallContext(front=FRONT, principal=self.principal, session_id=self.session_id, **fields)
+
+    @property
+    def session_key(self) -> str | None:
+        """What backends and workspaces key this session's state by (front, principal, id)."""
+        return self.context().session_key
+
+    @property
+    def owner(self) -> str:
+        """Who may collect a 450 handle: this session, or this principal's calls without one."""
+        return f"{FRONT}/{principal_name(self.principal)}/{self.session_id or ''}"
+
 
 def _shown(node_id: str) -> str:
     return node_id if len(node_id) <= SHOWN_ID_LIMIT else node_id[:SHOWN_ID_LIMIT] + "..."
@@ -84,6 +114,7 @@ class ToolServerFront:
         self.retention = float(settings.get("result_retention_s", 600))
         self.sessions = SessionRegistry(gateway.store, front=FRONT, idle_s=float(settings.get("session_idle_s", 1800)))
         self.workspace_backend = _workspace_backend(gateway, settings.get("workspace_backend"))
+        self.max_upload_bytes = int(gateway.config.section("limits").get("max_upload_bytes", 100 * 1024 * 1024))
 
     # ---- plumbing shared by every endpoint ----
 
@@ -101,7 +132,9 @@ class ToolServerFront:
         session = await self.sessions.get(node_id, principal)
         if session is None:
             raise _Answer(403, _invalid_node(node_id))
-        return _Caller(principal, session)
+        caller = _Caller(principal, session)
+        self.gateway.workspaces.touch(str(caller.session_key))  # the workspace lives as long as its session
+        return caller
 
     async def _body(self, request: Request) -> Any:
         """The JSON body, or None when there is none."""
@@ -112,7 +145,7 @@ class ToolServerFront:
         if not raw.strip():
             return None
         try:
-            return parse_json(raw)
+            return parse_json(raw, self.gateway.max_json_depth)
         except GatewayError as exc:
             shown = raw[:200].decode(errors="replace")
             item = codec.validation_item("json_invalid", ["body"], exc.failure.message, shown)
@@ -145,8 +178,13 @@ class ToolServerFront:
         async def endpoint(request: Request) -> Response:
             try:
                 caller = await self._caller(request) if with_session else _Caller(self._authenticate(request), None)
+                form = browser_form_content_type(request)
+                if form is not None and not request.url.path.endswith("/upload_file"):  # multipart by protocol
+                    raise _Answer(415, unsupported_media(form).message)
                 return await handler(request, caller)
             except _Answer as answer:
+                return json_response(codec.detail(answer.detail), status=answer.status)
+            except workspace.WorkspaceAnswer as answer:
                 return json_response(codec.detail(answer.detail), status=answer.status)
             except shapes.BadRequest as bad:
                 return json_response(codec.detail(bad.detail), status=422)
@@ -155,13 +193,29 @@ class ToolServerFront:
 
     # ---- envs and tools ----
 
-    def _env_descriptions(self) -> dict[str, str]:
-        backends = self.gateway.config.data.get("backends") or []
-        return {b["name"]: b["description"] for b in backends if b.get("description")}
+    def _env_description(self, env: str, tools: list[ToolSpec]) -> str:
+        """The backend's configured description, else its upstream's env description, else the tools'."""
+        backends = {b["name"]: b for b in self.gateway.config.data.get("backends") or []}
+        for spec in tools:
+            configured = (backends.get(spec.backend) or {}).get("description")
+            if configured:
+                return str(configured)
+        for spec in tools:
+            upstream = getattr(self.gateway.backends.get(spec.backend), "env_descriptions", None) or {}
+            if upstream.get(env):
+                return str(upstream[env])
+        return codec.summary(env, tools)
 
-    def _envs(self, cap: int | None, names: list[str] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-        kits = self.gateway.catalog.toolkits(visible_only=True)
-        described = self._env_descriptions()
+    def _kits(self, principal: Principal | None) -> dict[str, list[ToolSpec]]:
+        kits: dict[str, list[ToolSpec]] = {}
+        for spec in self.gateway.dispatcher.visible_tools(principal):
+            kits.setdefault(spec.toolkit, []).append(spec)
+        return kits
+
+    def _envs(
+        self, principal: Principal | None, cap: int | None, names: list[str] | None = None
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        kits = self._kits(principal)
         wanted = list(kits) if names is None else names
         found, missing = [], []
         for name in wanted:
@@ -169,15 +223,16 @@ class ToolServerFront:
             if tools is None:
                 missing.append(name)
                 continue
-            description = next((described[s.backend] for s in tools if s.backend in described), "")
-            found.append(codec.env_json(name, description, tools, cap))
+            found.append(codec.env_json(name, self._env_description(name, tools), tools, cap))
         return found, missing
 
-    def _lookup(self, name: str) -> ToolSpec | None:
+    def _lookup(self, name: str, principal: Principal | None) -> ToolSpec | None:
+        """A tool the caller may call (hidden ones too: they are callable), else None."""
         try:
-            return self.gateway.catalog.resolve(name)
+            spec = self.gateway.catalog.resolve(name)
         except GatewayError:
             return None
+        return spec if permitted(principal, spec) else None
 
     # ---- endpoints ----
 
@@ -190,13 +245,15 @@ class ToolServerFront:
 
     async def get_available_tools(self, request: Request, caller: _Caller) -> Response:
         await self._no_parameters(request)
-        specs = self.gateway.catalog.latest(visible_only=True)
-        envs, _ = self._envs(self.env_tool_cap)
+        specs = self.gateway.dispatcher.visible_tools(caller.principal)
+        envs, _ = self._envs(caller.principal, self.env_tool_cap)
+        every_version = self.gateway.dispatcher.visible_tools(caller.principal, latest_only=False)
         return json_response(
             {
                 "available_envs": envs,
                 "available_tools": [s.flat_name for s in specs],
                 "tools_json": [codec.tool_json(s) for s in specs],
+                EXTENSION: {"tools": [codec.extension_entry(s) for s in every_version]},
             }
         )
 
@@ -205,7 +262,8 @@ class ToolServerFront:
             wanted = shapes.retrieval_request(dict(request.query_params), where="query")
         else:
             wanted = shapes.retrieval_request(await self._body(request))
-        found = index_for(self.gateway.catalog).search(wanted.question, wanted.top_k)
+        # Off the event loop; only tools this caller may call (a restricted key still gets top_k of its own).
+        found = await retrieve(self.gateway.catalog, wanted.question, wanted.top_k, caller.principal)
         return json_response(
             {"retrieved_tools": [s.flat_name for s in found], "tools_json": [codec.tool_json(s) for s in found]}
         )
@@ -221,7 +279,7 @@ class ToolServerFront:
         names = await self._names(request, ("tools", "tool_names"))
         tools_json, missing = [], []
         for name in names:
-            spec = self._lookup(name)
+            spec = self._lookup(name, caller.principal)
             if spec is None:
                 missing.append(name)
             else:
@@ -230,7 +288,7 @@ class ToolServerFront:
 
     async def get_json_schema_for_envs(self, request: Request, caller: _Caller) -> Response:
         names = await self._names(request, ("envs", "env_names"))
-        envs, missing = self._envs(None, names)
+        envs, missing = self._envs(caller.principal, None, names)
         return json_response({"envs_json": envs, "missing_envs": missing})
 
     async def execute_tool(self, request: Request, caller: _Caller) -> Response:
@@ -243,13 +301,9 @@ class ToolServerFront:
                 name = f"{wanted.env_name}_{name}"
         if name in COLLECT_NAMES:
             return await self._collect(wanted.arguments, caller)
-        context = CallContext(
-            front=FRONT,
-            principal=caller.principal,
-            session_id=caller.session_id,
-            client_authorization=request.headers.get("authorization"),
-        )
-        call = Call(tool=name, arguments=wanted.arguments, context=context)
+        context = caller.context(client_authorization=request.headers.get("authorization"))
+        name, _, version = name.partition("@")  # `Name@x.y.z`: a Toolplex on the other side asks for a version
+        call = Call(tool=name, arguments=wanted.arguments, context=context, version=version or None)
         handle = secrets.token_urlsafe(32)
         try:
             run = self.gateway.runs.start(handle, call, owner=caller.session_id)
@@ -258,7 +312,7 @@ class ToolServerFront:
         outcome = await self.gateway.runs.wait(run, self.patience)
         if outcome is None:
             key = HANDLE_PREFIX + handle
-            await self.gateway.store.set(key, {"session": caller.session_id, "tool": name}, self.retention)
+            await self.gateway.store.set(key, {"owner": caller.owner, "tool": name}, self.retention)
             if caller.session_id is not None:
                 await self.sessions.own(caller.session_id, key)
             return self._retry(handle)
@@ -274,7 +328,7 @@ class ToolServerFront:
         record = await self.gateway.store.get(key)
         if record is None:
             raise _Answer(404, gone)
-        if record.get("session") != caller.session_id:
+        if record.get("owner") != caller.owner:
             raise _Answer(403, "This result handle belongs to another session")
         run = self.gateway.runs.get(handle)
         if run is None:
@@ -338,22 +392,24 @@ class ToolServerFront:
         for key in session.owned:
             if key.startswith(HANDLE_PREFIX):
                 self.gateway.runs.forget(key.removeprefix(HANDLE_PREFIX))
-        await self._release_upstream(session.id)
+        released = _Caller(caller.principal, session)
+        await self._release_upstream(str(released.session_key))
+        self.gateway.workspaces.release(str(released.session_key))
         response = json_response(f"Release session: {session.id}")
         response.delete_cookie(COOKIE, path=self.prefix or "/", httponly=True, samesite="lax")
         return response
 
-    async def _release_upstream(self, session_id: str) -> None:
+    async def _release_upstream(self, session_key: str) -> None:
         """Backends that hold upstream sessions per front session (`toolserver`) let theirs go too."""
         for backend in list(self.gateway.backends.values()):
             release = getattr(backend, "release_session", None)
             if release is not None:
                 try:
-                    await release(session_id)
+                    await release(session_key)
                 except Exception:  # releasing is a courtesy to the upstream; the client's release succeeded
                     log.exception("upstream_release_failed", backend=getattr(backend, "name", "?"))
 
-    # ---- workspace passthrough to the front session's upstream node ----
+    # ---- workspaces: the session's own, or passed through to its upstream node ----
 
     def _workspace(self) -> Any:
         backend = self.gateway.backends.get(self.workspace_backend or "")
@@ -361,20 +417,41 @@ class ToolServerFront:
             raise _Answer(503, f"The workspace backend {self.workspace_backend!r} is not running")
         return backend
 
+    def _local(self, path: str) -> Handler:
+        """The gateway's own workspace of the caller's session (no toolserver upstream holds the files)."""
+
+        async def serve(request: Request, caller: _Caller) -> Response:
+            spaces = self.gateway.workspaces
+            key = key_for(caller.context())
+            if path == "upload_file":
+                return await workspace.upload(request, spaces, key, self.max_upload_bytes)
+            if path == "download_file":
+                return workspace.download(await self._body(request), spaces, key)
+            await self._no_parameters(request)
+            if path == "download_workspace":
+                return workspace.archive(spaces, key)
+            return workspace.structure(spaces, key)
+
+        return serve
+
     def _passthrough(self, path: str) -> Handler:
         async def forward(request: Request, caller: _Caller) -> Response:
             backend = self._workspace()
-            try:
-                raw = await read_body(request, self.gateway.max_body_bytes)
-                answer = await backend.forward(
-                    caller.session_id,
-                    path,
-                    raw,
-                    request.headers.get("content-type"),
-                    request.headers.get("authorization"),  # sent on only with forward_authorization
-                )
-            except GatewayError as exc:
-                raise _Answer(codec.status_of(exc.failure), exc.failure.message) from None
+            limit = (
+                self.max_upload_bytes + MULTIPART_OVERHEAD if path == "/upload_file" else self.gateway.max_body_bytes
+            )
+            async with _spooled(request, limit) as (body, size):
+                try:
+                    answer = await backend.forward(
+                        caller.session_key,
+                        path,
+                        body,
+                        size,
+                        request.headers.get("content-type"),
+                        request.headers.get("authorization"),  # sent on only with forward_authorization
+                    )
+                except GatewayError as exc:
+                    raise _Answer(codec.status_of(exc.failure), exc.failure.message) from None
             headers = {k: answer.headers[k] for k in PASSED_HEADERS if k in answer.headers}
             return Response(answer.content, status_code=answer.status_code, headers=headers)
 
@@ -387,6 +464,25 @@ class ToolServerFront:
         if session is None:
             return json_response(_invalid_node(node_id))
         return json_response(f"Reconnect session: {session.id}")
+
+
+@contextlib.asynccontextmanager
+async def _spooled(request: Request, limit: int) -> AsyncIterator[tuple[Callable[[], AsyncIterator[bytes]], int]]:
+    """The request body spooled to a temporary file (never whole in memory), re-readable per attempt."""
+    with tempfile.TemporaryFile() as spool:
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _Answer(413, f"Request body is larger than the limit of {limit} bytes")
+            spool.write(chunk)
+
+        async def replay() -> AsyncIterator[bytes]:
+            spool.seek(0)
+            while chunk := spool.read(SPOOL_CHUNK):
+                yield chunk
+
+        yield replay, size
 
 
 def _workspace_backend(gateway: Gateway, wanted: str | None) -> str | None:
@@ -417,8 +513,9 @@ def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
         ("release_session", front.release_session, ["POST"]),
         ("reconnect_session", front.reconnect_session, ["POST"]),
     ]
-    if front.workspace_backend is not None:  # only when a node is there to hold the workspace
-        table += [(path, front._passthrough(f"/{path}"), ["POST"]) for path in WORKSPACE_PATHS]
+    for path in WORKSPACE_PATHS:  # the upstream node's files when one holds them, else the gateway's own
+        serve = front._passthrough(f"/{path}") if front.workspace_backend is not None else front._local(path)
+        table.append((path, serve, ["POST"]))
     return [
         Route(
             f"{p}/{path}",

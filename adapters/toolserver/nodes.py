@@ -75,9 +75,13 @@ class NodeSessions:
 
 @dataclass(frozen=True)
 class Continuation:
-    """What an upstream 450 asked for: call `tool` with `arguments` in the session `key`."""
+    """What an upstream 450 asked for: call `tool` with `arguments` in the upstream session `key`.
+
+    `owner` (front, principal and session of the caller) alone may continue it.
+    """
 
     key: str
+    owner: str
     tool: str
     arguments: dict[str, Any]
     created: float = field(default_factory=time.monotonic)
@@ -101,14 +105,14 @@ class Continuations:
             self._entries.popitem(last=False)
         return token
 
-    def take(self, token: str, key: str) -> Continuation | None:
-        """The continuation, if it exists, is fresh and belongs to session `key`; it is then forgotten."""
+    def take(self, token: str, owner: str) -> Continuation | None:
+        """The continuation, if it exists, is fresh and belongs to `owner`; it is then forgotten."""
         found = self._entries.get(token)
-        if found is None or found.key != key or found.created < time.monotonic() - self.ttl_s:
+        if found is None or found.owner != owner or found.created < time.monotonic() - self.ttl_s:
             return None
         del self._entries[token]
         return found
 
-    def forget_session(self, key: str) -> None:
-        for token in [t for t, c in self._entries.items() if c.key == key]:
+    def forget_session(self, owner: str) -> None:
+        for token in [t for t, c in self._entries.items() if c.owner == owner]:
             del self._entries[token]

@@ -142,7 +142,7 @@ async def test_available_tools_lists_visible_tools_with_envs_from_configuration(
     r = await client.post("/get_available_tools", json={})
     assert r.status_code == 200
     body = r.json()
-    assert set(body) == {"available_envs", "available_tools", "tools_json"}
+    assert set(body) == {"available_envs", "available_tools", "tools_json", "x-toolplex"}  # XAgent reads two
     assert "Demo_Fail" not in body["available_tools"]
     assert body["available_tools"] == [t["name"] for t in body["tools_json"]]
     envs = {e["name"]: e for e in body["available_envs"]}
@@ -158,7 +158,7 @@ async def test_available_tools_lists_visible_tools_with_envs_from_configuration(
         "total_tools": 1,
         "tools": ["Demo_Sleep"],
     }
-    assert envs["Text"]["description"] == ""
+    assert envs["Text"]["description"].startswith("Text: ")  # no configured description: made from its tools
     add = next(t for t in body["tools_json"] if t["name"] == "Math_Add")
     assert add["parameters"]["type"] == "object"
     assert add["parameters"]["required"] == ["a", "b"]

@@ -2,13 +2,16 @@
 
 `XAgentClient` reproduces `XAgent/toolserver_interface.py` (ToolServerInterface) and the retry
 loop of `XAgent/function_handler.py` (handle_tool_call): the same `requests` calls, payloads,
-cookie handling, unwrapping and status mapping. Only the recorder cache is left out, and the
-client's 3 s pause between retries: the gateway's patience paces the loop instead.
+cookie handling, unwrapping and status mapping, uploads (a `file` part and a `filename` part,
+as the real client sends) and downloads. Left out: the recorder cache, the client's 3 s pause
+between retries (the gateway's patience paces the loop instead), and `/execute_tool` without a
+timeout (here 30 s, so a broken test cannot hang).
 """
 
 from __future__ import annotations
 
 import enum
+import os
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,35 @@ class XAgentClient:
 
     def close(self) -> None:
         requests.post(f"{self.url}/close_session", cookies=self.cookies, timeout=10)
+
+    def upload_file(self, file_path: str) -> Any:
+        with open(file_path, "rb") as handle:
+            files = {"file": handle, "filename": os.path.basename(file_path)}
+            response = requests.post(f"{self.url}/upload_file", timeout=10, cookies=self.cookies, files=files)
+        response.raise_for_status()
+        return response.json()
+
+    def download_file(self, file_path: str, record_root_dir: Path) -> Path:
+        response = requests.post(
+            f"{self.url}/download_file", json={"file_path": file_path}, timeout=10, cookies=self.cookies
+        )
+        response.raise_for_status()
+        save_path = record_root_dir / file_path
+        save_path.parent.mkdir(parents=True, exist_ok=True)
+        save_path.write_bytes(response.content)
+        return save_path
+
+    def get_workspace_structure(self) -> Any:
+        response = requests.post(f"{self.url}/get_workspace_structure", timeout=10, cookies=self.cookies)
+        response.raise_for_status()
+        return response.json()
+
+    def download_all_files(self, record_root_dir: Path) -> Path:
+        response = requests.post(f"{self.url}/download_workspace", cookies=self.cookies, timeout=30)
+        response.raise_for_status()
+        save_path = record_root_dir / "workspace.zip"
+        save_path.write_bytes(response.content)
+        return save_path
 
     def get_available_tools(self) -> dict[str, Any]:
         payload: dict[str, Any] = {}

@@ -1,7 +1,9 @@
 """The `toolserver` backend against real ToolServerNode servers on loopback (protocols.md §3).
 
-Upstreams: `tests.upstreams.toolserver_node` (a node that behaves as the real node and
-Manager do), another `toolplex serve` with the built-in tools, and the faulty server.
+Upstreams: `tests.upstreams.toolserver_manager` (a Manager whose sessions each get a node),
+`tests.upstreams.toolserver_node` (a bare node: no session endpoints, one workspace), both
+answering as the real servers do, another `toolplex serve` with the built-in tools, and the
+faulty server.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from tests.support import BUILTIN_BACKENDS, free_port, gateway_process, python_s
 from tests.toolserver.test_xagent_client import ToolCallStatusCode, XAgentClient
 from tests.upstreams.faults import FAULTS
 
-NODE = "tests.upstreams.toolserver_node"
+NODE = "tests.upstreams.toolserver_manager"  # most tests need sessions: a Manager
+BARE = "tests.upstreams.toolserver_node"
 RELAY = "Toolplex_continue_node"
 DEADLINE = 1.0
 MARGIN = 3.0  # generous: a 2-core CI machine under load
@@ -130,7 +133,7 @@ async def test_one_upstream_session_per_front_session(node: str) -> None:
         assert first != second and await node_of("front-session-1") == first
         shared = await node_of(None)
         assert shared not in (first, second) and await node_of(None) == shared
-        await backend.release_session("front-session-1")
+        await backend.release_session(str(CallContext(session_id="front-session-1").session_key))
         assert first not in live_nodes(node) and second in live_nodes(node)
     finally:
         await backend.close()
@@ -317,7 +320,7 @@ def test_file_passthrough(node: str, tmp_path: Path) -> None:
         uploaded = requests.post(
             f"{url}/upload_file", files={"file": ("notes.txt", b"hello node")}, cookies=client.cookies, timeout=10
         )
-        assert uploaded.status_code == 200 and uploaded.json()["file_path"] == "workspace/notes.txt"
+        assert uploaded.status_code == 200 and uploaded.json() == {"message": "Upload Success!"}
         tree = requests.post(f"{url}/get_workspace_structure", cookies=client.cookies, timeout=10).json()
         assert [c["name"] for c in tree["children"]] == ["notes.txt"]
         empty = requests.post(f"{url}/get_workspace_structure", cookies=other.cookies, timeout=10).json()
@@ -328,7 +331,7 @@ def test_file_passthrough(node: str, tmp_path: Path) -> None:
         )
         assert download.content == b"hello node" and "notes.txt" in download.headers["content-disposition"]
         missing = requests.post(f"{url}/download_file", json={"file_path": "nope"}, cookies=client.cookies, timeout=10)
-        assert missing.status_code == 404
+        assert (missing.status_code, missing.text) == (500, "Internal Server Error")  # the node's own, passed on
         bad = requests.post(f"{url}/download_file", json={}, cookies=client.cookies, timeout=10)
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "file_path"]
         archive = requests.post(f"{url}/download_workspace", cookies=client.cookies, timeout=10)
@@ -336,7 +339,7 @@ def test_file_passthrough(node: str, tmp_path: Path) -> None:
 
         # The tools run on the same node as the files.
         read = client.handle_tool_call("FileSystemEnv_read_from_file", {"filepath": "notes.txt"})
-        assert read[:2] == ("hello node", ToolCallStatusCode.TOOL_CALL_SUCCESS)
+        assert read[:2] == ("    1: hello node", ToolCallStatusCode.TOOL_CALL_SUCCESS)
 
 
 def test_workspace_backend_picks_the_node(node: str, tmp_path: Path) -> None:
@@ -352,17 +355,29 @@ def test_workspace_backend_picks_the_node(node: str, tmp_path: Path) -> None:
         files = {"file": ("notes.txt", b"for the second")}
         assert requests.post(f"{url}/upload_file", files=files, cookies=client.cookies, timeout=10).status_code == 200
         read = client.handle_tool_call("BFileSystemEnv_read_from_file", {"filepath": "notes.txt"})
-        assert read[:2] == ("for the second", ToolCallStatusCode.TOOL_CALL_SUCCESS)
+        assert read[:2] == ("    1: for the second", ToolCallStatusCode.TOOL_CALL_SUCCESS)
         other = client.handle_tool_call("FileSystemEnv_read_from_file", {"filepath": "notes.txt"})
         assert other[1] == ToolCallStatusCode.TOOL_CALL_FAILED  # the first backend's node has no such file
 
 
-def test_workspace_routes_only_with_a_toolserver_backend(tmp_path: Path) -> None:
+def test_without_a_toolserver_backend_the_gateway_serves_its_own_workspaces(tmp_path: Path) -> None:
     config = tmp_path / "plain.yaml"
-    config.write_text(BUILTIN_BACKENDS)
+    config.write_text(
+        BUILTIN_BACKENDS + '  - {name: files, kind: python, module: "adapters.python.toolkits.filesystem:toolkit"}\n'
+    )
+    source = tmp_path / "report.md"
+    source.write_text("# Report\nall good\n")
     with gateway_process(config) as url:
-        client = XAgentClient(url)
-        assert requests.post(f"{url}/get_workspace_structure", cookies=client.cookies, timeout=10).status_code == 404
+        client, other = XAgentClient(url), XAgentClient(url)
+        assert client.upload_file(str(source)) == {"message": "Upload Success!"}
+        assert client.get_workspace_structure()["children"] == [{"name": "report.md", "type": "file"}]
+        assert other.get_workspace_structure()["children"] == []
+        read = client.handle_tool_call("FileSystemEnv_read_from_file", {"filepath": "report.md"})
+        assert read[:2] == ("    1: # Report\n    2: all good\n", ToolCallStatusCode.TOOL_CALL_SUCCESS)
+        saved = client.download_file("workspace/report.md", tmp_path / "record")
+        assert saved.read_bytes() == source.read_bytes()
+        zipped = zipfile.ZipFile(client.download_all_files(tmp_path / "record"))
+        assert zipped.read("report.md") == source.read_bytes()
 
 
 def test_toolplex_fronting_toolplex(tmp_path: Path) -> None:
@@ -484,3 +499,169 @@ def test_parameter_errors_of_a_fastapi_detail_list() -> None:
         "tool_name": "Field required",
         "(arguments)": "Input should be a valid dictionary",
     }
+
+
+# ---- a bare node (no session endpoints), error meaning, isolation, fidelity across a Toolplex hop ----
+
+
+@pytest.fixture(scope="module")
+def bare() -> Iterator[str]:
+    with python_server(BARE) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+async def test_a_bare_node_is_detected_and_serves_every_session(bare: str) -> None:
+    assert requests.post(f"{bare}/get_cookie", timeout=10).status_code == 404  # as the real node
+    dispatch, backend = await connect(bare)
+    try:
+        assert backend.sessionless
+        one = await dispatch.call(Call("EchoEnv_echo", {"text": "a"}, CallContext(front="toolserver", session_id="1")))
+        two = await dispatch.call(Call("EchoEnv_echo", {"text": "b"}, CallContext(front="toolserver", session_id="2")))
+        assert one.error is None and one.value["node"] == two.value["node"]  # one node, one workspace
+        followed = await dispatch.call(Call("ShellEnv_run", {"steps": 2}, CallContext(front="opentool")))
+        assert followed.value["output"] == "done after 2 reads", followed.error
+        looked_up = dispatch.catalog.resolve("FileSystemEnv_read_from_file")  # via the bare-array schema look-up
+        assert looked_up.input_schema["required"] == ["filepath"]
+        await backend.release_session(str(CallContext(front="toolserver", session_id="1").session_key))
+    finally:
+        await backend.close()
+
+
+async def test_sessions_none_never_asks_for_a_cookie(node: str) -> None:
+    before = live_nodes(node)
+    backend = ToolServerBackend("node", settings(node, sessions="none", retries=0))
+    try:
+        with pytest.raises(GatewayError) as info:
+            await backend.discover()  # a Manager wants a cookie: refused, and none was asked for
+        assert info.value.failure.kind == ErrorKind.UPSTREAM_UNAVAILABLE
+        assert live_nodes(node) == before
+    finally:
+        await backend.close()
+
+
+async def test_statuses_without_a_node_meaning_keep_their_http_meaning(node: str) -> None:
+    dispatch, backend = await connect(node)
+    try:
+        object_error = await dispatch.call(Call("EchoEnv_object_error", {}))
+        assert kind(object_error) == ErrorKind.TOOL_FAILED
+        assert object_error.error.message == '{"error":"quota","left":0}'  # JSON, never a Python repr
+        limited = await dispatch.call(Call("EchoEnv_teapot", {}))
+        assert kind(limited) == ErrorKind.RATE_LIMITED and limited.error.retry_after_ms == 7000
+        assert "slow down" in limited.error.message
+    finally:
+        await backend.close()
+
+
+def test_downloads_are_not_upstream_faults(node: str, tmp_path: Path) -> None:
+    config = gateway_config(tmp_path, node, keys=", circuit_breaker: {failures: 2, cooldown_s: 600}")
+    with gateway_process(config) as url:
+        client = XAgentClient(url)
+        files = {"file": ("plain.txt", b"just text")}
+        assert requests.post(f"{url}/upload_file", files=files, cookies=client.cookies, timeout=10).status_code == 200
+        for _ in range(4):  # twice the breaker's threshold of non-JSON answers
+            r = requests.post(
+                f"{url}/download_file", json={"file_path": "plain.txt"}, cookies=client.cookies, timeout=10
+            )
+            assert r.content == b"just text" and r.headers["content-type"].startswith("text/plain")
+            assert requests.post(f"{url}/download_workspace", cookies=client.cookies, timeout=10).status_code == 200
+        assert client.handle_tool_call("EchoEnv_add", {"a": 1, "b": 2})[:2] == (3, ToolCallStatusCode.TOOL_CALL_SUCCESS)
+
+
+def test_a_jsonrpc_session_id_equal_to_a_node_id_gets_its_own_upstream_session(node: str, tmp_path: Path) -> None:
+    with gateway_process(gateway_config(tmp_path, node)) as url:
+        client = XAgentClient(url)
+        node_id = client.cookies["node_id"]
+        files = {"file": ("private.txt", b"mine only")}
+        requests.post(f"{url}/upload_file", files=files, cookies=client.cookies, timeout=10).raise_for_status()
+        mine = client.handle_tool_call("EchoEnv_echo", {"text": "x"})[0]["node"]
+
+        def rpc(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            params = {"tool": tool, "parameters": arguments, "context": {"sessionId": node_id}}
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tool.execute", "params": params}
+            return requests.post(f"{url}/rpc", json=body, timeout=30).json()  # type: ignore[no-any-return]
+
+        theirs = rpc("EchoEnv_echo", {"text": "x"})
+        assert theirs["result"]["metadata"]["value"]["node"] != mine, theirs  # another upstream node session
+        stolen = rpc("FileSystemEnv_read_from_file", {"filepath": "private.txt"})
+        assert "result" not in stolen and "not found" in json.dumps(stolen["error"])
+
+
+def test_xagent_client_sequence_through_toolplex_to_a_bare_node(bare: str, tmp_path: Path) -> None:
+    """The real client's calls, in its order: cookie, upload, a call answered with 450 then collected, download."""
+    source = tmp_path / "task.txt"
+    source.write_text("write a poem\n")
+    with gateway_process(gateway_config(tmp_path, bare)) as url:
+        client = XAgentClient(url)
+        assert client.cookies.get("node_id")  # the gateway's own session; the node has none
+        assert client.upload_file(str(source)) == {"message": "Upload Success!"}
+        names = [c["name"] for c in client.get_workspace_structure()["children"]]
+        assert "task.txt" in names
+        tools = client.get_available_tools()
+        assert "ShellEnv_run" in tools["available_tools"]
+        assert {e["name"]: e["description"] for e in tools["available_envs"]}["ShellEnv"] == "Long-running jobs"
+
+        result, code, retries = client.handle_tool_call("ShellEnv_run", {"steps": 2})
+        assert (code, result["output"]) == (ToolCallStatusCode.TOOL_CALL_SUCCESS, "done after 2 reads")
+        assert retries == 2 and {p["tool_name"] for _, p in client.requests_sent[1:]} == {RELAY}
+        read = client.handle_tool_call("FileSystemEnv_read_from_file", {"filepath": "task.txt"})
+        assert read[:2] == ("    1: write a poem\n", ToolCallStatusCode.TOOL_CALL_SUCCESS)
+
+        saved = client.download_file("workspace/task.txt", tmp_path / "record")
+        assert saved.read_bytes() == b"write a poem\n"
+        zipped = zipfile.ZipFile(client.download_all_files(tmp_path / "record"))
+        assert zipped.read("task.txt") == b"write a poem\n"
+        client.close()
+
+
+VERSIONED = '''
+from adapters.python import Toolkit, tool
+
+
+@tool(name="Greet", version="1.0.0")
+def greet_v1(name: str) -> str:
+    """Greets, tersely (v1)."""
+    return f"hi {name} (v1)"
+
+
+@tool(name="Greet", version="2.0.0")
+def greet_v2(name: str, polite: bool = False) -> str:
+    """Greets in full sentences.
+
+    The second line of the description travels too.
+    """
+    return f"hello {name} (v2)"
+
+
+toolkit = Toolkit("Hello", [greet_v1, greet_v2])
+'''
+
+
+def test_toolplex_behind_toolplex_over_toolserver_keeps_every_tool_as_it_is(tmp_path: Path) -> None:
+    (tmp_path / "versioned_tools.py").write_text(VERSIONED)
+    inner = tmp_path / "inner.yaml"
+    inner.write_text(
+        BUILTIN_BACKENDS
+        + "  - {name: hello, kind: python, module: 'versioned_tools:toolkit'}\n"
+        + "auth: {api_keys: [{key: inner-secret-key}]}\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    key = {"Authorization": "Bearer inner-secret-key"}
+    fields = ("id", "name", "description", "version", "input_schema", "output_schema")
+    with gateway_process(inner, env=env) as upstream:
+        (tmp_path / "outer").mkdir()
+        outer = gateway_config(tmp_path / "outer", upstream, keys=", api_key: inner-secret-key")
+        with gateway_process(outer) as url:
+            theirs = requests.get(f"{upstream}/tools", headers=key, timeout=10).json()["items"]
+            ours = requests.get(f"{url}/tools", timeout=10).json()["items"]
+            assert sorted(tuple(json.dumps(t[f], sort_keys=True) for f in fields) for t in ours) == sorted(
+                tuple(json.dumps(t[f], sort_keys=True) for f in fields) for t in theirs
+            )
+            assert {t["id"] for t in ours} >= {"Hello.Greet@1.0.0", "Hello.Greet@2.0.0", "Math.Add@1.0.0"}
+            old = requests.post(
+                f"{url}/tools/call", json={"tool_id": "Hello.Greet@1.0.0", "input": {"name": "ada"}}, timeout=30
+            )
+            assert "hi ada (v1)" in old.text, old.text  # the exact version ran upstream
+            new = requests.post(
+                f"{url}/tools/call", json={"tool_id": "Hello.Greet", "input": {"name": "ada"}}, timeout=30
+            )
+            assert "hello ada (v2)" in new.text, new.text

@@ -1,0 +1,260 @@
+"""Workspaces: one bounded directory of files per client session, for tools that work on files.
+
+The ToolServerNode front serves them (`/upload_file`, `/download_file`, ...) and
+Python tools reach them (the `FileSystemEnv` toolkit) through `current()`, keyed
+by `CallContext.session_key`, so a session's files are seen by that session only.
+A call without a session works in its principal's default workspace.
+
+Bounds: at most `max_workspaces` directories (the least recently used one is
+removed first), `max_bytes_per_workspace` bytes and `MAX_ENTRIES` files and
+folders each; a workspace unused for `idle_s` is removed, and so is one whose
+session is released. Without a configured root the directories live in a
+per-process temporary directory removed at close.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gateway.errors import ErrorKind, GatewayError
+from gateway.model import CallContext, principal_name
+
+MAX_ENTRIES = 10_000  # files and folders in one workspace: bounds every walk of it
+DIR_PATTERN = re.compile(r"^ws-[0-9a-f]{32}$")
+SHOWN_NAME = "workspace"  # what clients see as the workspace's own name (the real node's directory name)
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class WorkspaceSettings:
+    root: str | None = None  # None: a per-process temporary directory, removed at close
+    max_bytes_per_workspace: int = 256 * MiB
+    max_workspaces: int = 256
+    idle_s: float = 1800.0
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> WorkspaceSettings:
+        return cls(
+            root=section.get("root") or None,
+            max_bytes_per_workspace=int(section.get("max_bytes_per_workspace", cls.max_bytes_per_workspace)),
+            max_workspaces=int(section.get("max_workspaces", cls.max_workspaces)),
+            idle_s=float(section.get("idle_s", cls.idle_s)),
+        )
+
+
+def key_for(context: CallContext) -> str:
+    """The workspace of a call: its session's, else its principal's default one."""
+    return context.session_key or f"default/{principal_name(context.principal)}"
+
+
+def outside(path: str) -> GatewayError:
+    return GatewayError.of(ErrorKind.FORBIDDEN, f"Path {path!r} is not within the workspace")
+
+
+class Workspaces:
+    """Session key -> directory; thread-safe (Python tools run in threads)."""
+
+    def __init__(self, settings: WorkspaceSettings) -> None:
+        self.settings = settings
+        self._root: Path | None = None
+        self._temporary = settings.root is None
+        self._used: OrderedDict[str, float] = OrderedDict()  # key -> last use (monotonic), oldest first
+        self._lock = threading.Lock()
+
+    # ---- the root ----
+
+    @property
+    def root(self) -> Path:
+        with self._lock:
+            return self._root_locked()
+
+    def _root_locked(self) -> Path:
+        if self._root is None:
+            if self._temporary:
+                self._root = Path(tempfile.mkdtemp(prefix="toolplex-workspaces-"))
+            else:
+                self._root = Path(str(self.settings.root)).resolve()
+                self._root.mkdir(parents=True, exist_ok=True)
+                for stale in self._root.iterdir():  # left by an earlier run: nobody can reach them any more
+                    if DIR_PATTERN.match(stale.name) and stale.is_dir() and not stale.is_symlink():
+                        shutil.rmtree(stale, ignore_errors=True)
+        return self._root
+
+    def scratch(self) -> Path:
+        """A directory beside the workspaces for files in transit (spooled uploads, zips)."""
+        path = self.root / ".scratch"
+        path.mkdir(exist_ok=True)
+        return path
+
+    @staticmethod
+    def _name(key: str) -> str:
+        return "ws-" + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+    # ---- workspaces ----
+
+    def directory(self, key: str) -> Path:
+        """The workspace of `key`, created when new; using it restarts its idle timer."""
+        evicted: list[Path] = []
+        with self._lock:
+            root = self._root_locked()
+            evicted += self._expire_locked(root, keep=key)
+            self._used[key] = time.monotonic()
+            self._used.move_to_end(key)
+            while len(self._used) > max(1, self.settings.max_workspaces):
+                oldest, _ = self._used.popitem(last=False)
+                evicted.append(root / self._name(oldest))
+            path = root / self._name(key)
+            path.mkdir(exist_ok=True)
+        for old in evicted:
+            shutil.rmtree(old, ignore_errors=True)
+        return path
+
+    def touch(self, key: str) -> None:
+        """Keep an existing workspace alive (its session was used); creates nothing."""
+        with self._lock:
+            if key in self._used:
+                self._used[key] = time.monotonic()
+                self._used.move_to_end(key)
+
+    def _expire_locked(self, root: Path, keep: str) -> list[Path]:
+        cutoff = time.monotonic() - self.settings.idle_s
+        expired = []
+        for key, used in list(self._used.items()):
+            if used >= cutoff:
+                break  # ordered by use: the rest are younger
+            if key != keep:
+                del self._used[key]
+                expired.append(root / self._name(key))
+        return expired
+
+    def release(self, key: str) -> None:
+        """The session ended: its files go."""
+        with self._lock:
+            known = self._used.pop(key, None) is not None
+            root = self._root
+        if known and root is not None:
+            shutil.rmtree(root / self._name(key), ignore_errors=True)
+
+    def __len__(self) -> int:
+        return len(self._used)
+
+    def close(self) -> None:
+        """Remove every workspace (and the root, when it is ours)."""
+        with self._lock:
+            root, keys = self._root, list(self._used)
+            self._used.clear()
+            self._root = None
+        if root is None:
+            return
+        if self._temporary:
+            shutil.rmtree(root, ignore_errors=True)
+            return
+        for key in keys:
+            shutil.rmtree(root / self._name(key), ignore_errors=True)
+        shutil.rmtree(root / ".scratch", ignore_errors=True)
+
+    # ---- paths and room ----
+
+    def resolve(self, key: str, relative: str) -> Path:
+        """`relative` inside the workspace of `key`; anything that would leave it is refused.
+
+        A leading `/` or `workspace/` is read as the workspace root, as the real node does;
+        `..` that climbs out, and symbolic links on the way, are refused.
+        """
+        base = self.directory(key)
+        if "\x00" in relative:
+            raise outside(relative)
+        cleaned = relative.replace("\\", "/").strip()
+        cleaned = cleaned.lstrip("/")
+        if cleaned == SHOWN_NAME or cleaned.startswith(SHOWN_NAME + "/"):
+            cleaned = cleaned[len(SHOWN_NAME) :].lstrip("/")
+        target = base
+        for part in cleaned.split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if target == base:
+                    raise outside(relative)
+                target = target.parent
+                continue
+            target = target / part
+            if target.is_symlink():
+                raise outside(relative)
+        return target
+
+    def usage(self, directory: Path) -> tuple[int, int]:
+        """(bytes, entries) under a workspace directory; symbolic links are not followed."""
+        total = entries = 0
+        stack = [directory]
+        while stack and entries <= MAX_ENTRIES:
+            current = stack.pop()
+            try:
+                listing = list(os.scandir(current))
+            except OSError:
+                continue
+            for entry in listing:
+                entries += 1
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                else:
+                    with contextlib.suppress(OSError):
+                        total += entry.stat(follow_symlinks=False).st_size
+        return total, entries
+
+    def room(self, key: str, replacing: Path | None = None) -> int:
+        """Bytes that may still be written to the workspace of `key` (a file being replaced counts as free)."""
+        used, entries = self.usage(self.directory(key))
+        if entries >= MAX_ENTRIES:
+            raise GatewayError.of(
+                ErrorKind.TOO_LARGE, f"The workspace holds {MAX_ENTRIES} files and folders, its limit"
+            )
+        if replacing is not None and replacing.is_file() and not replacing.is_symlink():
+            used -= replacing.stat().st_size
+        return max(0, self.settings.max_bytes_per_workspace - used)
+
+    def full(self, key: str) -> GatewayError:
+        return GatewayError.of(
+            ErrorKind.TOO_LARGE,
+            f"The workspace would exceed its limit of {self.settings.max_bytes_per_workspace} bytes",
+        )
+
+
+# One gateway per process serves its workspaces to in-process tools; set while it runs.
+_current: Workspaces | None = None
+_current_lock = threading.Lock()
+
+
+def install(workspaces: Workspaces) -> None:
+    global _current
+    with _current_lock:
+        _current = workspaces
+
+
+def uninstall(workspaces: Workspaces) -> None:
+    global _current
+    with _current_lock:
+        if _current is workspaces:
+            _current = None
+
+
+def current() -> Workspaces:
+    """The running gateway's workspaces; a clear error where there is none (e.g. in a worker process)."""
+    found = _current
+    if found is None:
+        raise GatewayError.of(
+            ErrorKind.INTERNAL,
+            "No workspaces in this process: workspace tools run in the gateway process (isolation: none)",
+        )
+    return found
