@@ -457,16 +457,32 @@ STATUS_KINDS: dict[int, ErrorKind] = {
 
 
 def failure_for_status(
-    upstream: str, status: int, message: Any, headers: Mapping[str, str] | None = None, **fields: Any
+    upstream: str,
+    status: int,
+    message: Any,
+    headers: Mapping[str, str] | None = None,
+    *,
+    client_credentials: bool = False,
+    **fields: Any,
 ) -> Failure | None:
     """The canonical failure an upstream's error status stands for; None for a success (< 400).
 
     400/422 invalid arguments, 401 unauthenticated, 403 forbidden, 404 not found,
     429 rate limited (its Retry-After carried), any other 4xx malformed, 5xx upstream failed.
+    A 401 means "unauthenticated" only when the backend sends the client's own credentials
+    (`client_credentials`: `forward_authorization: true`); otherwise the upstream refused the
+    gateway's configured credentials, which no client can fix: upstream unavailable.
     `message` is what the upstream said (an object is given as JSON, never as a Python repr).
     """
     if status < 400:
         return None
+    text = message if isinstance(message, str) else orjson.dumps(message).decode()
+    if status == 401 and not client_credentials:
+        return Failure(
+            kind=ErrorKind.UPSTREAM_UNAVAILABLE,
+            message=f"Upstream {upstream!r} answered HTTP 401 to the gateway's own credentials: {text}",
+            **{"developer_message": "Check the backend's configured credentials (api_key, headers, jwt)", **fields},
+        )
     kind = STATUS_KINDS.get(status)
     if kind is None:
         kind = ErrorKind.UPSTREAM_UNAVAILABLE if status >= 500 else ErrorKind.MALFORMED
@@ -475,5 +491,4 @@ def failure_for_status(
         fields.setdefault("can_retry", True)
     if kind is ErrorKind.UPSTREAM_UNAVAILABLE:
         fields.setdefault("can_retry", True)
-    text = message if isinstance(message, str) else orjson.dumps(message).decode()
     return Failure(kind=kind, message=f"Upstream {upstream!r} answered HTTP {status}: {text}", **fields)

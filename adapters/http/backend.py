@@ -137,7 +137,8 @@ class HttpBackend:
         endpoint: Endpoint = spec.binding
         path, params, body = endpoint.split(arguments)
         headers = {}
-        if self.forward_authorization and context.client_authorization:
+        forwarded = self.forward_authorization  # an upstream 401 is then the client's to fix
+        if forwarded and context.client_authorization:
             headers["Authorization"] = context.client_authorization
         response = await self.upstream.request(
             endpoint.method,
@@ -149,11 +150,13 @@ class HttpBackend:
             expect_json=False,  # a REST endpoint may answer text
         )
         if response.status_code >= 400:
-            raise GatewayError(self._failure(spec, endpoint, path, response))
+            raise GatewayError(self._failure(spec, endpoint, path, response, forwarded=forwarded))
         is_json = "json" in response.headers.get("content-type", "")
         return json_of(self.upstream, response) if is_json and response.content else response.text
 
-    def _failure(self, spec: ToolSpec, endpoint: Endpoint, path: str, response: httpx.Response) -> Failure:
+    def _failure(
+        self, spec: ToolSpec, endpoint: Endpoint, path: str, response: httpx.Response, *, forwarded: bool = False
+    ) -> Failure:
         """An error answer as the canonical failure its status stands for (see `failure_for_status`).
 
         400/422 invalid arguments, 401, 403, 404, 429 (Retry-After carried), 5xx upstream
@@ -165,6 +168,7 @@ class HttpBackend:
             status,
             _error_text(response),
             response.headers,
+            client_credentials=forwarded,
             developer_message=f"{spec.flat_name}: {endpoint.method} {path} answered HTTP {status}",
         )
         assert failure is not None  # status >= 400

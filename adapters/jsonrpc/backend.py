@@ -37,6 +37,10 @@ class JsonRpcBackend:
     def _credentials(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
+    def _forwarded(self, context: CallContext) -> bool:
+        """Whether calls carry the client's own credentials (so an upstream 401 is the client's to fix)."""
+        return self.forward_authorization
+
     def _headers(self, context: CallContext) -> dict[str, str]:
         if self.forward_authorization and context.client_authorization:
             return {"Authorization": context.client_authorization}
@@ -97,7 +101,7 @@ class JsonRpcBackend:
             "POST", self.path, json=body, headers=self._headers(context), deadline=context.deadline
         )
         if response.status_code >= 400:
-            raise GatewayError(self._status_failure(response))
+            raise GatewayError(self._status_failure(response, forwarded=self._forwarded(context)))
         try:
             result, error = codec.read_response(json_of(self.upstream, response))
         except ValueError as exc:
@@ -110,7 +114,7 @@ class JsonRpcBackend:
             raise GatewayError(codec.failure_of(error))
         return codec.value_of(result)
 
-    def _status_failure(self, response: httpx.Response) -> Failure:
+    def _status_failure(self, response: httpx.Response, *, forwarded: bool = False) -> Failure:
         """An HTTP error answer: the status says the kind; a JSON-RPC error body adds its details."""
         body: Any = None
         if is_json(response):
@@ -132,7 +136,9 @@ class JsonRpcBackend:
             message = response.text[:200]
         else:
             message = response.reason_phrase or "no message"
-        failure = failure_for_status(self.name, response.status_code, message, response.headers, **fields)
+        failure = failure_for_status(
+            self.name, response.status_code, message, response.headers, client_credentials=forwarded, **fields
+        )
         assert failure is not None  # only called for statuses >= 400
         return failure
 

@@ -94,6 +94,10 @@ class OpenToolBackend:
     def _credentials(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
+    def _forwarded(self, context: CallContext) -> bool:
+        """Whether calls carry the client's own credentials (so an upstream 401 is the client's to fix)."""
+        return self.forward_authorization
+
     def _headers(self, context: CallContext) -> dict[str, str]:
         if self.forward_authorization and context.client_authorization:
             return {"Authorization": context.client_authorization}
@@ -115,7 +119,7 @@ class OpenToolBackend:
             "POST", f"{self.base_path}/call", json=body, headers=self._headers(context), deadline=context.deadline
         )
         if response.status_code >= 400:
-            raise GatewayError(self._status_failure(response))
+            raise GatewayError(self._status_failure(response, forwarded=self._forwarded(context)))
         return self._value(function, json_of(self.upstream, response), response)
 
     async def _stream_call(self, function: Function, body: dict[str, Any], context: CallContext) -> Any:
@@ -131,7 +135,7 @@ class OpenToolBackend:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 await response.aread()
                 if response.status_code >= 400:
-                    raise GatewayError(self._status_failure(response))
+                    raise GatewayError(self._status_failure(response, forwarded=self._forwarded(context)))
                 answer = json_of(self.upstream, response)
                 if _method_not_found(answer):
                     return _NO_STREAM  # a JSON-RPC dispatcher without streamCall; /call tells about the tool
@@ -171,7 +175,7 @@ class OpenToolBackend:
             )
         return codec.unwrap_result(result) if toolplex else unwrap(function, result)
 
-    def _status_failure(self, response: httpx.Response) -> Failure:
+    def _status_failure(self, response: httpx.Response, *, forwarded: bool = False) -> Failure:
         """An HTTP error answer: its status says the kind; a JSON-RPC error body adds its details."""
         body: Any = None
         if is_json(response):
@@ -194,14 +198,17 @@ class OpenToolBackend:
             }
             if carried.retry_after_ms is not None:
                 fields["retry_after_ms"] = carried.retry_after_ms
-        failure = failure_for_status(self.name, response.status_code, message, response.headers, **fields)
+        failure = failure_for_status(
+            self.name, response.status_code, message, response.headers, client_credentials=forwarded, **fields
+        )
         assert failure is not None  # only called for statuses >= 400
         return failure
 
     def _invalid(self, response: httpx.Response, why: str) -> GatewayError:
         snippet = response.text[:120].replace("\n", " ") if response.is_stream_consumed else ""
-        return self.upstream.unavailable(
+        return self.upstream.protocol_fault(
             f"its answer is not a valid OpenTool response ({why})",
+            response,
             developer_message=f"HTTP {response.status_code}, first bytes: {snippet!r}",
         )
 

@@ -173,7 +173,14 @@ class OxpBackend:
         if status == 413:
             return Failure(kind=ErrorKind.TOO_LARGE, message=f"The upstream of {spec.flat_name} refused the body")
         developer = f"check the backend's 'path' ({self.path or '/'})" if status == 404 else None
-        failure = failure_for_status(self.name, status, _said(response), response.headers, developer_message=developer)
+        failure = failure_for_status(
+            self.name,
+            status,
+            _said(response),
+            response.headers,
+            client_credentials=forwarded,
+            developer_message=developer,
+        )
         if failure is None:  # a 1xx / 2xx / 3xx other than 200
             raise self._invalid(response, f"OXP servers answer 200, 400, 401 or 422, not HTTP {status}")
         return failure

@@ -442,7 +442,7 @@ class ToolServerBackend:
             pause = min(self.follow_backoff_s * 2 ** (follows - 1), MAX_FOLLOW_PAUSE_S)
             await asyncio.sleep(max(0.0, min(pause, deadline - time.monotonic())))
             response = await self._execute(key, tool, arguments, context, deadline)
-        return self._result(response, tool)
+        return self._result(response, tool, forwarded=self.forward_authorization)
 
     async def _execute(
         self, key: str, tool: str, arguments: dict[str, Any], context: CallContext, deadline: float
@@ -478,19 +478,19 @@ class ToolServerBackend:
             details={"next_calling": name, "arguments": arguments},
         )
 
-    def _result(self, response: httpx.Response, tool: str) -> Any:
+    def _result(self, response: httpx.Response, tool: str, *, forwarded: bool = False) -> Any:
         status = response.status_code
         if status == 200:
             try:
                 return codec.unwrap_result(json_of(self.upstream, response))
             except ValueError as exc:
-                self.upstream.breaker.failure()
-                raise self.upstream.unavailable(f"/execute_tool answered {exc}, not a ToolServerNode result") from None
+                raise self.upstream.protocol_fault(
+                    f"/execute_tool answered {exc}, not a ToolServerNode result", response
+                ) from None
         detail = _detail(response)
         if status in (404, 422, 500) and detail is None:
             json_of(self.upstream, response)  # raises for a body that is not JSON
-            self.upstream.breaker.failure()
-            raise self.upstream.unavailable(f"it answered HTTP {status} without a FastAPI 'detail'")
+            raise self.upstream.protocol_fault(f"it answered HTTP {status} without a FastAPI 'detail'", response)
         message = _text(detail)[:1000] if detail is not None else response.text[:200]
         if status == 404:  # the node's own meaning: no such tool
             if detail == "Not Found":  # the framework's own 404: no /execute_tool at this path
@@ -508,7 +508,7 @@ class ToolServerBackend:
             raise GatewayError.of(ErrorKind.TOOL_FAILED, message)
         if status == 413:
             raise GatewayError.of(ErrorKind.TOO_LARGE, message)
-        failure = failure_for_status(self.name, status, message, response.headers)
+        failure = failure_for_status(self.name, status, message, response.headers, client_credentials=forwarded)
         if failure is None:  # 1xx/3xx: not an answer a node gives
             raise self.upstream.unavailable(f"it answered HTTP {status}")
         raise GatewayError(failure)

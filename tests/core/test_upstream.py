@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from gateway.errors import ErrorKind, GatewayError
-from gateway.upstream import CircuitBreaker, Upstream, UpstreamSettings, json_of
+from gateway.upstream import CircuitBreaker, Upstream, UpstreamSettings, failure_for_status, json_of
 
 
 async def resetting_server() -> tuple[asyncio.Server, list[str], int]:
@@ -551,3 +551,15 @@ async def test_a_streamed_body_that_is_no_event_stream_is_bounded_whole() -> Non
         finally:
             await upstream.close()
     assert "(limits.max_upstream_response_bytes)" in info.value.failure.message
+
+
+def test_an_upstream_401_is_the_clients_only_when_its_credentials_were_sent() -> None:
+    """With the gateway's own credentials no client can fix a 401: it is the operator's (upstream unavailable)."""
+    own = failure_for_status("up", 401, {"error": "bad key"}, {})
+    forwarded = failure_for_status("up", 401, "bad key", {}, client_credentials=True)
+    assert own is not None and own.kind is ErrorKind.UPSTREAM_UNAVAILABLE
+    assert '{"error":"bad key"}' in own.message  # an object is shown as JSON, never as a Python repr
+    assert forwarded is not None and forwarded.kind is ErrorKind.UNAUTHENTICATED
+    limited = failure_for_status("up", 429, "slow down", {"retry-after": "3"})
+    assert limited is not None and limited.kind is ErrorKind.RATE_LIMITED and limited.retry_after_ms == 3000
+    assert failure_for_status("up", 204, "", {}) is None
