@@ -492,3 +492,42 @@ def failure_for_status(
     if kind is ErrorKind.UPSTREAM_UNAVAILABLE:
         fields.setdefault("can_retry", True)
     return Failure(kind=kind, message=f"Upstream {upstream!r} answered HTTP {status}: {text}", **fields)
+
+
+def error_body(response: httpx.Response) -> Any:
+    """The JSON body of an error answer, or None when it has none (not JSON, or broken JSON)."""
+    if not is_json(response):
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def plain_message(response: httpx.Response) -> str:
+    """What an error answer without a JSON body says: its text (never an HTML page), else the reason phrase."""
+    if response.text and not response.headers.get("content-type", "").startswith("text/html"):
+        return response.text[:200]
+    return response.reason_phrase or "no message"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a backend sends upstream: its own bearer key, or the client's header (`forward_authorization`)."""
+
+    api_key: str | None = None
+    forward_authorization: bool = False
+
+    @classmethod
+    def from_config(cls, settings: Mapping[str, Any]) -> Credentials:
+        return cls(settings.get("api_key") or None, bool(settings.get("forward_authorization", False)))
+
+    def own(self) -> dict[str, str]:
+        """Headers of requests made for the gateway itself (discovery)."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def for_call(self, client_authorization: str | None) -> dict[str, str]:
+        """Headers of a call: the client's Authorization when forwarded, else the gateway's own key."""
+        if self.forward_authorization and client_authorization:
+            return {"Authorization": client_authorization}
+        return self.own()

@@ -9,7 +9,7 @@ import httpx
 
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import AuthorizationRequirement, Requirements
-from gateway.upstream import failure_for_status, is_json
+from gateway.upstream import error_body, failure_for_status, plain_message
 
 _SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
 
@@ -114,19 +114,12 @@ def outcome_value(body: Any, tool: str) -> Any:
 
 def status_failure(upstream: str, response: httpx.Response) -> Failure:
     """A worker's HTTP error answer (FastAPI: `{"detail": ...}`; a proxy: anything) as its canonical kind."""
-    body: Any = None
-    if is_json(response):
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-    message: Any = response.reason_phrase or "no message"
+    body = error_body(response)
+    message: Any = plain_message(response)
     if isinstance(body, dict) and ("detail" in body or "message" in body):
         message = body.get("detail", body.get("message"))
     elif body is not None:
         message = body
-    elif response.text and not response.headers.get("content-type", "").startswith("text/html"):
-        message = response.text[:200]
     failure = failure_for_status(upstream, response.status_code, message, response.headers)
     assert failure is not None  # only called for statuses >= 400
     return failure

@@ -18,7 +18,15 @@ import structlog
 from adapters.jsonrpc import codec
 from gateway.errors import Failure, GatewayError
 from gateway.model import CallContext, ToolSpec
-from gateway.upstream import Upstream, UpstreamSettings, failure_for_status, is_json, json_of
+from gateway.upstream import (
+    Credentials,
+    Upstream,
+    UpstreamSettings,
+    error_body,
+    failure_for_status,
+    json_of,
+    plain_message,
+)
 
 log = structlog.get_logger("toolplex.jsonrpc.backend")
 
@@ -28,23 +36,16 @@ class JsonRpcBackend:
         self.name = name
         self.settings = settings
         self.path = str(settings.get("path", "/rpc"))
-        self.api_key: str | None = settings.get("api_key") or None
-        self.forward_authorization = bool(settings.get("forward_authorization", False))
+        self.credentials = Credentials.from_config(settings)
         self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
         # Toolkit of tools whose title is not `Toolkit.Name` (servers other than a Toolplex).
         self.default_toolkit = "".join(w[:1].upper() + w[1:] for w in name.replace("-", "_").split("_")) or "Rpc"
 
     def _credentials(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-
-    def _forwarded(self, context: CallContext) -> bool:
-        """Whether calls carry the client's own credentials (so an upstream 401 is the client's to fix)."""
-        return self.forward_authorization
+        return self.credentials.own()
 
     def _headers(self, context: CallContext) -> dict[str, str]:
-        if self.forward_authorization and context.client_authorization:
-            return {"Authorization": context.client_authorization}
-        return self._credentials()
+        return self.credentials.for_call(context.client_authorization)
 
     # ---- discovery ----
 
@@ -101,7 +102,7 @@ class JsonRpcBackend:
             "POST", self.path, json=body, headers=self._headers(context), deadline=context.deadline
         )
         if response.status_code >= 400:
-            raise GatewayError(self._status_failure(response, forwarded=self._forwarded(context)))
+            raise GatewayError(self._status_failure(response, forwarded=self.credentials.forward_authorization))
         try:
             result, error = codec.read_response(json_of(self.upstream, response))
         except ValueError as exc:
@@ -116,12 +117,7 @@ class JsonRpcBackend:
 
     def _status_failure(self, response: httpx.Response, *, forwarded: bool = False) -> Failure:
         """An HTTP error answer: the status says the kind; a JSON-RPC error body adds its details."""
-        body: Any = None
-        if is_json(response):
-            try:
-                body = response.json()
-            except ValueError:
-                body = None
+        body = error_body(response)
         error = body.get("error") if isinstance(body, dict) else None
         fields: dict[str, Any] = {}
         if isinstance(error, dict) and isinstance(error.get("code"), int):
@@ -132,10 +128,8 @@ class JsonRpcBackend:
                 fields["retry_after_ms"] = carried.retry_after_ms
         elif isinstance(body, (dict, list)):
             message = body
-        elif response.text and not response.headers.get("content-type", "").startswith("text/html"):
-            message = response.text[:200]
         else:
-            message = response.reason_phrase or "no message"
+            message = plain_message(response)
         failure = failure_for_status(
             self.name, response.status_code, message, response.headers, client_credentials=forwarded, **fields
         )

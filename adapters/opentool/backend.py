@@ -22,7 +22,15 @@ from adapters.opentool.document import Document, DocumentError, Function, load_d
 from adapters.opentool.document import document_specs as specs_of
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
 from gateway.model import CallContext, ToolSpec
-from gateway.upstream import Upstream, UpstreamSettings, failure_for_status, is_json, json_of
+from gateway.upstream import (
+    Credentials,
+    Upstream,
+    UpstreamSettings,
+    error_body,
+    failure_for_status,
+    json_of,
+    plain_message,
+)
 
 _NO_STREAM = object()  # the upstream has no /streamCall: call /call instead
 
@@ -33,8 +41,7 @@ class OpenToolBackend:
         self.settings = settings
         self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
         self.base_path = settings.get("path", "/opentool").rstrip("/")
-        self.api_key: str | None = settings.get("api_key") or None
-        self.forward_authorization = bool(settings.get("forward_authorization", False))
+        self.credentials = Credentials.from_config(settings)
         self.description_file: str | None = settings.get("description_file") or None
         self.streams: bool | None = None  # False once /streamCall answered 404/405: not asked again
 
@@ -92,16 +99,10 @@ class OpenToolBackend:
     # ---- calls ----
 
     def _credentials(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-
-    def _forwarded(self, context: CallContext) -> bool:
-        """Whether calls carry the client's own credentials (so an upstream 401 is the client's to fix)."""
-        return self.forward_authorization
+        return self.credentials.own()
 
     def _headers(self, context: CallContext) -> dict[str, str]:
-        if self.forward_authorization and context.client_authorization:
-            return {"Authorization": context.client_authorization}
-        return self._credentials()
+        return self.credentials.for_call(context.client_authorization)
 
     async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         function: Function = spec.binding
@@ -119,7 +120,7 @@ class OpenToolBackend:
             "POST", f"{self.base_path}/call", json=body, headers=self._headers(context), deadline=context.deadline
         )
         if response.status_code >= 400:
-            raise GatewayError(self._status_failure(response, forwarded=self._forwarded(context)))
+            raise GatewayError(self._status_failure(response, forwarded=self.credentials.forward_authorization))
         return self._value(function, json_of(self.upstream, response), response)
 
     async def _stream_call(self, function: Function, body: dict[str, Any], context: CallContext) -> Any:
@@ -135,7 +136,7 @@ class OpenToolBackend:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 await response.aread()
                 if response.status_code >= 400:
-                    raise GatewayError(self._status_failure(response, forwarded=self._forwarded(context)))
+                    raise GatewayError(self._status_failure(response, forwarded=self.credentials.forward_authorization))
                 answer = json_of(self.upstream, response)
                 if _method_not_found(answer):
                     return _NO_STREAM  # a JSON-RPC dispatcher without streamCall; /call tells about the tool
@@ -177,16 +178,8 @@ class OpenToolBackend:
 
     def _status_failure(self, response: httpx.Response, *, forwarded: bool = False) -> Failure:
         """An HTTP error answer: its status says the kind; a JSON-RPC error body adds its details."""
-        body: Any = None
-        if is_json(response):
-            try:
-                body = response.json()
-            except ValueError:
-                body = None
-        fallback = response.reason_phrase or "no message"
-        if body is None and response.text and not response.headers.get("content-type", "").startswith("text/html"):
-            fallback = response.text[:200]
-        message = codec.error_message_of(body, fallback)
+        body = error_body(response)
+        message = codec.error_message_of(body, plain_message(response))
         fields: dict[str, Any] = {}
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict):
