@@ -100,6 +100,7 @@ def _user_value(name: str) -> str:
 
 
 def examples() -> list[Example]:
+    """The README's ```yaml blocks with a remote backend, in order (a side-by-side block split in two)."""
     text = README.read_text()
     found: list[Example] = []
     for match in FENCE.finditer(text):
