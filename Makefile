@@ -46,7 +46,7 @@ test: install-test
 # 10,000 generated requests per front against a real gateway, fresh randomness, each front bounded in time.
 fuzz: install-test
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-10000} FUZZ_SECONDS=$${FUZZ_SECONDS:-900} FUZZ_RANDOM=1 \
-		$(BIN)/python -m pytest -q tests/fuzz
+		$(BIN)/python -m pytest -q -s tests/fuzz
 
 # 100,000 calls per kind against a real gateway; prints memory growth and store sizes (bench/soak.py).
 soak: install-test
