@@ -14,6 +14,7 @@ Listings show only what the caller may call; `/get_available_tools` adds an
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import secrets
@@ -428,9 +429,10 @@ class ToolServerFront:
             if path == "download_file":
                 return workspace.download(await self._body(request), spaces, key)
             await self._no_parameters(request)
+            # Zipping or walking a workspace touches up to its whole size on disk: off the event loop.
             if path == "download_workspace":
-                return workspace.archive(spaces, key)
-            return workspace.structure(spaces, key)
+                return await asyncio.to_thread(workspace.archive, spaces, key)
+            return await asyncio.to_thread(workspace.structure, spaces, key)
 
         return serve
 
@@ -475,11 +477,11 @@ async def _spooled(request: Request, limit: int) -> AsyncIterator[tuple[Callable
             size += len(chunk)
             if size > limit:
                 raise _Answer(413, f"Request body is larger than the limit of {limit} bytes")
-            spool.write(chunk)
+            await asyncio.to_thread(spool.write, chunk)  # disk writes stay off the event loop
 
         async def replay() -> AsyncIterator[bytes]:
             spool.seek(0)
-            while chunk := spool.read(SPOOL_CHUNK):
+            while chunk := await asyncio.to_thread(spool.read, SPOOL_CHUNK):
                 yield chunk
 
         yield replay, size

@@ -11,6 +11,7 @@ bytes (`limit`), each part's header lines and bytes, and the parts.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -164,7 +165,7 @@ async def save_file_part(
         if total > limit + overhead:
             raise TooLarge()
         try:
-            parser.write(chunk)
+            await asyncio.to_thread(parser.write, chunk)  # the file part is written as it parses: off the loop
         except FormParserError as exc:
             raise BadUpload(f"the body is not valid multipart/form-data ({exc})") from None
         if parts.ended:
