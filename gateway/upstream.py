@@ -279,13 +279,16 @@ class Upstream:
         """Send one request. `deadline` is an absolute time.monotonic(); it is the only clock for reading.
 
         Retries: any failure when `idempotent` (discovery), otherwise only failures that
-        prove the request was never sent. A tool call that may have arrived is never re-sent.
+        prove the request was never sent. An open breaker refuses calls, not discovery.
+        A tool call that may have arrived is never re-sent.
         `expect_json` is kept for existing callers and no longer judges anything: whether a
         body is malformed is the protocol adapter's call (`json_of`, `protocol_fault`).
         """
         del expect_json
         budget = self.settings.total_timeout_s if deadline is None else max(0.0, deadline - time.monotonic())
-        permit = self._admit(budget)
+        # Discovery (idempotent, once an interval) is never held back by an open breaker: it is how a
+        # recovered upstream is noticed, and its success closes the breaker for calls too.
+        permit = None if idempotent else self._admit(budget)
         try:
             return await self._attempts(method, path, deadline, idempotent, kwargs)
         except asyncio.CancelledError:

@@ -339,6 +339,23 @@ async def test_a_successful_probe_closes_the_breaker() -> None:
             await upstream.close()
 
 
+async def test_discovery_goes_through_an_open_breaker_and_its_success_closes_it() -> None:
+    """Otherwise a recovered upstream stays shut out until a call happens to probe it after the cool-down."""
+    clock = FakeClock()
+    async with serving(fixed("200 OK", b'{"ok": true}', "application/json")) as url:
+        upstream = upstream_at(url)
+        upstream.breaker = CircuitBreaker(threshold=1, cooldown=30, clock=clock)
+        try:
+            upstream.breaker.failure()
+            with pytest.raises(GatewayError, match="circuit open"):
+                await upstream.request("POST", "/call", json={})  # a call is refused while open
+            assert (await upstream.request("GET", "/load", idempotent=True)).json() == {"ok": True}
+            assert upstream.breaker.state == "closed"
+            assert (await upstream.request("POST", "/call", json={})).json() == {"ok": True}
+        finally:
+            await upstream.close()
+
+
 # ---- 10.5 / 11.3: only upstream faults count ----
 
 
