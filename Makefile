@@ -48,7 +48,7 @@ fuzz: install-test
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-10000} FUZZ_SECONDS=$${FUZZ_SECONDS:-900} FUZZ_RANDOM=1 \
 		$(BIN)/python -m pytest -q -s tests/fuzz
 
-# 100,000 calls per kind against a real gateway; prints memory growth and store sizes (bench/soak.py).
+# 100,000 calls per kind against the default config; prints memory growth and descendant processes (bench/soak.py).
 soak: install-test
 	$(BIN)/python -m bench.soak --calls $${SOAK_CALLS:-100000}
 
