@@ -7,12 +7,16 @@ whole, so a request never sees half of a change.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import semver
+import structlog
 
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import FLAT_NAME_PATTERN, PART_PATTERN, VERSION_PATTERN, ToolSpec
+
+log = structlog.get_logger("toolplex.catalog")
 
 
 def _semver(version: str) -> semver.Version:
@@ -122,3 +126,27 @@ class Catalog:
             ),
             details={"tool": tool, "version": wanted, "available_versions": available},
         )
+
+
+def distinct_specs(
+    entries: Iterable[Any],
+    build: Callable[[Any], ToolSpec],
+    key: Callable[[ToolSpec], str],
+    *,
+    event: str,
+    backend: str,
+) -> list[ToolSpec]:
+    """Tool specs built from an upstream's listing: an entry that does not build is skipped with a warning
+    (one bad entry does not hide the others), and so is a second entry with the same key."""
+    specs: dict[str, ToolSpec] = {}
+    for index, entry in enumerate(entries):
+        try:
+            spec = build(entry)
+        except ValueError as exc:
+            log.warning(f"{event}_skipped", backend=backend, index=index, reason=str(exc))
+            continue
+        if key(spec) in specs:
+            log.warning(f"{event}_duplicate", backend=backend, tool=key(spec))
+            continue
+        specs[key(spec)] = spec
+    return list(specs.values())

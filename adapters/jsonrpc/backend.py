@@ -13,9 +13,9 @@ import uuid
 from typing import Any
 
 import httpx
-import structlog
 
 from adapters.jsonrpc import codec
+from gateway.catalog import distinct_specs
 from gateway.errors import Failure, GatewayError
 from gateway.model import CallContext, ToolSpec
 from gateway.upstream import (
@@ -27,8 +27,6 @@ from gateway.upstream import (
     json_of,
     plain_message,
 )
-
-log = structlog.get_logger("toolplex.jsonrpc.backend")
 
 
 class JsonRpcBackend:
@@ -69,20 +67,15 @@ class JsonRpcBackend:
         if not isinstance(tools, list):
             raise self.upstream.unavailable("tool.list did not answer {tools: [...]}")
         source = f"backend {self.name!r} ({self.upstream.settings.url})"
-        specs: dict[str, ToolSpec] = {}
-        for index, entry in enumerate(tools):
-            try:
-                spec = codec.spec_from_registration(
-                    entry, backend=self.name, toolkit=self.default_toolkit, source=source
-                )
-            except ValueError as exc:  # one bad entry does not hide the others
-                log.warning("jsonrpc_registration_skipped", backend=self.name, index=index, reason=str(exc))
-                continue
-            if spec.flat_name in specs:
-                log.warning("jsonrpc_registration_duplicate", backend=self.name, tool=spec.flat_name)
-                continue
-            specs[spec.flat_name] = spec
-        return list(specs.values())
+        return distinct_specs(
+            tools,
+            lambda entry: codec.spec_from_registration(
+                entry, backend=self.name, toolkit=self.default_toolkit, source=source
+            ),
+            lambda spec: spec.flat_name,
+            event="jsonrpc_registration",
+            backend=self.name,
+        )
 
     # ---- calls ----
 

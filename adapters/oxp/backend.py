@@ -19,6 +19,7 @@ import jwt
 import structlog
 
 from adapters.oxp import codec
+from gateway.catalog import distinct_specs
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
 from gateway.model import CallContext, ToolSpec, principal_name
 from gateway.upstream import Upstream, UpstreamSettings, failure_for_status, json_of
@@ -102,18 +103,13 @@ class OxpBackend:
         except ValueError as exc:
             raise self.upstream.unavailable(f"GET {where}: {exc}") from None
         source = f"backend {self.name!r} ({self.upstream.settings.url})"
-        specs: dict[str, ToolSpec] = {}
-        for index, definition in enumerate(definitions):
-            try:
-                spec = codec.spec_from_definition(definition, backend=self.name, source=source)
-            except ValueError as exc:  # one bad definition does not hide the others
-                log.warning("oxp_definition_skipped", backend=self.name, index=index, reason=str(exc))
-                continue
-            if spec.binding in specs:
-                log.warning("oxp_definition_duplicate", backend=self.name, tool_id=spec.binding)
-                continue
-            specs[spec.binding] = spec
-        return list(specs.values())
+        return distinct_specs(
+            definitions,
+            lambda definition: codec.spec_from_definition(definition, backend=self.name, source=source),
+            lambda spec: str(spec.binding),
+            event="oxp_definition",
+            backend=self.name,
+        )
 
     # ---- calls ----
 
