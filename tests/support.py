@@ -10,6 +10,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import httpx
 from gateway.app import create_app
 from gateway.config import parse_config
 from gateway.model import Call, Outcome
+from gateway.runs import Run
 from gateway.runtime import Gateway
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +58,20 @@ async def started_gateway(config_yaml: str) -> Gateway:
     gateway = Gateway(parse_config(textwrap.dedent(config_yaml), "test.yaml", env=dict(os.environ)))
     await gateway.start()
     return gateway
+
+
+def track_runs(gateway: Gateway) -> list[weakref.ref[Run]]:
+    """Weak references to every run the gateway starts from now on: what is still alive after is held somewhere."""
+    alive: list[weakref.ref[Run]] = []
+    start = gateway.runs.start
+
+    def tracked(key: str, call: Call, **kw: Any) -> Run:
+        run = start(key, call, **kw)
+        alive.append(weakref.ref(run))
+        return run
+
+    gateway.runs.start = tracked  # type: ignore[method-assign]
+    return alive
 
 
 async def call_tool(gateway: Gateway, tool: str, arguments: dict[str, Any] | None = None, **fields: Any) -> Outcome:

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import weakref
 from typing import Any
 
 from adapters.oxp.ledger import CallLedger, Retained
 from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
 from gateway.model import Call
-from gateway.runs import Run, RunRegistry
+from gateway.runs import RunRegistry
 from tests.oxp.helpers import oxp_config
-from tests.support import asgi_client
+from tests.support import asgi_client, track_runs
 
 CALLS = 5_000
 CONCURRENCY = 50
@@ -43,15 +42,7 @@ async def test_5000_distinct_call_ids_stay_within_the_budget() -> None:
     async with asgi_client(oxp_config(fronts=fronts)) as client:
         app = client.app  # type: ignore[attr-defined]
         gateway, ledger = app.state.gateway, ledger_of(app)
-        alive: list[weakref.ref[Run]] = []
-        start = gateway.runs.start
-
-        def tracked(key: str, call: Call, **kw: Any) -> Run:
-            run = start(key, call, **kw)
-            alive.append(weakref.ref(run))
-            return run
-
-        gateway.runs.start = tracked
+        alive = track_runs(gateway)
         peak = {"bytes": 0, "entries": 0, "stored": 0, "runs": 0}
 
         async def one(index: int) -> None:

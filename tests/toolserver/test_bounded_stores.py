@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import weakref
-from typing import Any
 
-from gateway.model import Call
-from gateway.runs import Run
-from tests.support import BUILTIN_BACKENDS, asgi_client
+from tests.support import BUILTIN_BACKENDS, asgi_client, track_runs
 
 CALLS = 5_000
 CONCURRENCY = 50
@@ -23,15 +19,7 @@ CONCURRENCY = 50
 async def test_5000_calls_leave_no_run_handle_or_extra_session() -> None:
     async with asgi_client("fronts: {toolserver: {patience_s: 5}}\n" + BUILTIN_BACKENDS) as client:
         gateway = client.app.state.gateway  # type: ignore[attr-defined]
-        alive: list[weakref.ref[Run]] = []
-        start = gateway.runs.start
-
-        def tracked(key: str, call: Call, **kw: Any) -> Run:
-            run = start(key, call, **kw)
-            alive.append(weakref.ref(run))
-            return run
-
-        gateway.runs.start = tracked
+        alive = track_runs(gateway)
         assert (await client.post("/get_cookie")).status_code == 200
         peak = 0
 
