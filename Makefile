@@ -8,7 +8,7 @@ CONFIG ?= config/gateway.yaml
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test lint install install-test clean fuzz soak
+.PHONY: run test lint install install-test clean fuzz soak schema
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ fuzz: install-test
 # 100,000 calls per kind against the default config; prints memory growth and descendant processes (bench/soak.py).
 soak: install-test
 	$(BIN)/python -m bench.soak --calls $${SOAK_CALLS:-100000}
+
+# The configuration's JSON Schema and reference, generated from the settings models (a test checks both are current).
+schema: $(VENV)/.installed
+	$(BIN)/toolplex schema > config/schema.json
+	$(BIN)/toolplex schema --markdown > docs/configuration-reference.md
 
 lint: install-test
 	$(BIN)/ruff check .

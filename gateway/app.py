@@ -1,9 +1,17 @@
-"""The ASGI application: health, then every enabled front's routes."""
+"""The ASGI application: a thin entry that serves each request with the current snapshot's app.
+
+The fronts' routes, the Host/Origin guard and the error handlers are built per
+configuration (`build_front_app`), so a reload can change any of them; the
+entry itself (`GatewayApp`) only runs the lifespan and hands each request to
+whatever snapshot is current when it arrives.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import SimpleNamespace
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -11,6 +19,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.config import GatewayConfig
 from gateway.fronts import front_routes
@@ -18,9 +27,96 @@ from gateway.guard import HostOriginGuard, default_hosts
 from gateway.http import json_response
 from gateway.observability import config_secrets, register_secrets
 from gateway.runtime import Gateway
+from gateway.services import FrontServices
 
 
-def create_app(config: GatewayConfig, *, start_with_server: bool = True, bind_host: str | None = None) -> Starlette:
+def front_app_builder(gateway_ref: list[Gateway], bind_host: str | None) -> Any:
+    """How each configuration becomes an ASGI app: health routes, every enabled front, the guard."""
+
+    def build(services: FrontServices, config: GatewayConfig) -> ASGIApp:
+        server = config.settings.server
+        guard = Middleware(
+            HostOriginGuard,
+            allowed_hosts=server.allowed_hosts if server.allowed_hosts is not None else default_hosts(bind_host),
+            allowed_origins=server.allowed_origins or (),
+        )
+
+        async def healthz(_request: Request) -> Response:
+            return json_response({"status": "ok"})
+
+        async def readyz(_request: Request) -> Response:
+            """200 once started ("degraded" while some backend is down); 503 before. Lists every backend."""
+            gateway = gateway_ref[0]
+            states = gateway.backend_states()
+            if not gateway.ready:
+                return json_response({"status": "starting", "backends": states}, status=503)
+            status = "ready" if all(s["state"] == "up" for s in states) else "degraded"
+            return json_response({"status": status, "tools": len(gateway.catalog), "backends": states})
+
+        async def http_error(_request: Request, exc: Exception) -> Response:
+            assert isinstance(exc, HTTPException)
+            return json_response({"detail": exc.detail}, status=exc.status_code, headers=exc.headers)
+
+        async def internal_error(_request: Request, _exc: Exception) -> Response:
+            return json_response({"detail": "Internal server error"}, status=500)
+
+        return Starlette(
+            routes=[
+                Route("/healthz", healthz, methods=["GET"]),
+                Route("/readyz", readyz, methods=["GET"]),
+                *front_routes(services, config),
+            ],
+            middleware=[guard],
+            exception_handlers={HTTPException: http_error, Exception: internal_error},
+        )
+
+    return build
+
+
+class GatewayApp:
+    """The ASGI entry: the lifespan starts and closes the gateway; requests go to the current snapshot's app."""
+
+    def __init__(self, gateway: Gateway, *, start_with_server: bool) -> None:
+        self.gateway = gateway
+        self.state = SimpleNamespace(gateway=gateway)
+        self.start_with_server = start_with_server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        await self.gateway.snapshot.app(scope, receive, send)
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """The gateway started for the block (for embedding the app in-process, as tests do)."""
+        if self.start_with_server:
+            await self.gateway.start()
+        try:
+            yield
+        finally:
+            if self.start_with_server:
+                await self.gateway.close()
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """ASGI lifespan: start the gateway at startup (a failure is reported, not raised), close it at shutdown."""
+        await receive()  # lifespan.startup
+        try:
+            if self.start_with_server:
+                await self.gateway.start()
+        except Exception as exc:
+            await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})
+            return
+        await send({"type": "lifespan.startup.complete"})
+        await receive()  # lifespan.shutdown
+        try:
+            if self.start_with_server:
+                await self.gateway.close()
+        finally:
+            await send({"type": "lifespan.shutdown.complete"})
+
+
+def create_app(config: GatewayConfig, *, start_with_server: bool = True, bind_host: str | None = None) -> GatewayApp:
     """The app; its lifespan starts and closes the gateway unless the caller does (`toolplex serve`).
 
     `bind_host` is the address the server listens on (`toolplex serve` passes it): bound to
@@ -28,53 +124,7 @@ def create_app(config: GatewayConfig, *, start_with_server: bool = True, bind_ho
     An app not bound by us (in-process use, tests) checks Host only against a configured list.
     """
     register_secrets(config_secrets(config.data))  # API keys, upstream credentials: never in a log line
-    gateway = Gateway(config)
-    server = config.section("server")
-    configured_hosts = server.get("allowed_hosts")
-    guard = Middleware(
-        HostOriginGuard,
-        allowed_hosts=configured_hosts if configured_hosts is not None else default_hosts(bind_host),
-        allowed_origins=server.get("allowed_origins") or (),
-    )
-
-    @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        if not start_with_server:
-            yield
-            return
-        await gateway.start()
-        try:
-            yield
-        finally:
-            await gateway.close()
-
-    async def healthz(_request: Request) -> Response:
-        return json_response({"status": "ok"})
-
-    async def readyz(_request: Request) -> Response:
-        """200 once started ("degraded" while some backend is down); 503 before. Lists every backend."""
-        if not gateway.ready:
-            return json_response({"status": "starting", "backends": gateway.backend_states()}, status=503)
-        states = gateway.backend_states()
-        status = "ready" if all(s["state"] == "up" for s in states) else "degraded"
-        return json_response({"status": status, "tools": len(gateway.catalog), "backends": states})
-
-    async def http_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        return json_response({"detail": exc.detail}, status=exc.status_code, headers=exc.headers)
-
-    async def internal_error(_request: Request, _exc: Exception) -> Response:
-        return json_response({"detail": "Internal server error"}, status=500)
-
-    app = Starlette(
-        routes=[
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            *front_routes(gateway),
-        ],
-        lifespan=lifespan,
-        middleware=[guard],
-        exception_handlers={HTTPException: http_error, Exception: internal_error},
-    )
-    app.state.gateway = gateway
-    return app
+    holder: list[Gateway] = []
+    gateway = Gateway(config, app_builder=front_app_builder(holder, bind_host))
+    holder.append(gateway)
+    return GatewayApp(gateway, start_with_server=start_with_server)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import jwt
@@ -21,13 +21,14 @@ class AuthMethod(Protocol):
 
 
 class ApiKeys:
-    def __init__(self, entries: list[dict[str, Any]]) -> None:
+    def __init__(self, entries: Sequence[Any]) -> None:
+        """`entries`: the `auth.api_keys` settings (key, name, tools)."""
         self._entries = [
             (
-                entry["key"].encode(),
+                entry.key.encode(),
                 Principal(
-                    name=entry.get("name") or f"key-{index + 1}",
-                    tools=tuple(entry["tools"]) if entry.get("tools") is not None else None,
+                    name=entry.name or f"key-{index + 1}",
+                    tools=tuple(entry.tools) if entry.tools is not None else None,
                 ),
             )
             for index, entry in enumerate(entries)
@@ -58,9 +59,9 @@ class JwtAuth:
         self.leeway = leeway
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any], env: Mapping[str, str]) -> JwtAuth:
+    def from_settings(cls, settings: Any, env: Mapping[str, str]) -> JwtAuth:
         """Build from `auth.jwt`; the secret is read from the environment variable named by `secret_env`."""
-        name = settings["secret_env"]
+        name = settings.secret_env
         secret = env.get(name)
         if not secret:
             raise ConfigError([f"auth.jwt.secret_env: environment variable {name} is not set or empty"])
@@ -69,7 +70,7 @@ class JwtAuth:
                 [f"auth.jwt.secret_env: the secret in {name} must hold at least {cls.MIN_SECRET_BYTES} bytes for HS256"]
             )
         register_secrets([secret])  # never in a log line
-        return cls(secret, audience=settings.get("audience"), leeway=float(settings.get("leeway_s", 0)))
+        return cls(secret, audience=settings.audience, leeway=float(settings.leeway_s))
 
     def authenticate(self, token: str) -> Principal | None:
         try:
@@ -151,12 +152,14 @@ class Authenticator:
         raise GatewayError.of(ErrorKind.UNAUTHENTICATED, "Invalid credentials")
 
 
-def build_authenticator(auth: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Authenticator:
-    """API keys first, then JWT: a token that is not a JWT falls through to "Invalid credentials"."""
+def build_authenticator(auth: Any, env: Mapping[str, str] | None = None) -> Authenticator:
+    """API keys first, then JWT: a token that is not a JWT falls through to "Invalid credentials".
+
+    `auth` is the typed `auth` section (api_keys, jwt).
+    """
     methods: list[AuthMethod] = []
-    if auth.get("api_keys"):
-        methods.append(ApiKeys(auth["api_keys"]))
-    jwt_settings = auth.get("jwt") or {}
-    if jwt_settings.get("secret_env"):
-        methods.append(JwtAuth.from_settings(jwt_settings, os.environ if env is None else env))
+    if auth.api_keys:
+        methods.append(ApiKeys(auth.api_keys))
+    if auth.jwt is not None and auth.jwt.secret_env:
+        methods.append(JwtAuth.from_settings(auth.jwt, os.environ if env is None else env))
     return Authenticator(methods)

@@ -9,7 +9,6 @@ tool before the catalog is built, so each front's challenge carries the URL.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
 from gateway.errors import ConfigError
@@ -28,9 +27,14 @@ def template_problem(template: str) -> str | None:
     return None
 
 
-def apply_providers(specs: list[ToolSpec], section: Mapping[str, Any]) -> list[ToolSpec]:
-    """Give each authorization requirement its provider's configured URLs (configuration wins)."""
-    providers: Mapping[str, Mapping[str, str]] = section.get("providers") or {}
+def apply_providers(specs: list[ToolSpec], section: Any) -> list[ToolSpec]:
+    """Give each authorization requirement its provider's configured URLs (configuration wins).
+
+    `section` is the typed `authorization` section: providers by id, each with `url` and `check_url`.
+    """
+    providers: dict[str, dict[str, str]] = {
+        name: provider.model_dump(exclude_none=True) for name, provider in (section.providers or {}).items()
+    }
     problems = [
         f"authorization.providers.{name}.{key}: template {template!r} {problem}"
         for name, provider in providers.items()

@@ -1,55 +1,127 @@
-"""The backend interface and the registry of backend kinds.
+"""The backend contract: what the core may ask of a backend, and the optional features it declares.
 
-A backend discovers tools and runs them; the core never needs to know how.
-Kinds are looked up by name and imported lazily so that a configuration that
-does not use a protocol never imports its adapter.
+A backend starts, discovers its tools, runs one, reports its health and closes.
+Anything more is a feature it declares in `features`; the core and the fronts
+check the declaration (never probe attributes) and then use the matching
+protocol below. Backend kinds come from installed adapters (`gateway.plugins`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import httpx
+
+from gateway.config.models import LimitsSettings
 from gateway.model import CallContext, ToolSpec
+from gateway.upstream import UPSTREAMS
 
-# kind -> "module:factory"; the factory takes (name, settings dict, gateway settings).
-BACKEND_KINDS: dict[str, str] = {
-    "python": "adapters.python.backend:PythonBackend",
-    "opentool": "adapters.opentool.backend:OpenToolBackend",
-    "http": "adapters.http.backend:HttpBackend",
-    "arcade": "adapters.arcade.backend:ArcadeBackend",
-    "oxp": "adapters.oxp.backend:OxpBackend",
-    "typescript": "adapters.typescript.backend:TypeScriptBackend",
-    "toolserver": "adapters.toolserver.backend:ToolServerBackend",
-    "jsonrpc": "adapters.jsonrpc.backend:JsonRpcBackend",
-}
+if TYPE_CHECKING:
+    from gateway.settings import BackendSettings
+    from gateway.workspaces import Workspaces
 
 
+class Feature(StrEnum):
+    """Optional abilities a backend declares in `Backend.features`."""
+
+    STREAM = "stream"  # delivers partial results through `CallContext.stream` while a call runs
+    SESSIONS = "sessions"  # keeps per-client upstream sessions: `SessionBackend.release_session`
+    WORKSPACES = "workspaces"  # serves the session workspace itself: `WorkspaceBackend.forward`
+    CHECKS_REQUIREMENTS = "checks_requirements"  # its upstream answers missing authorizations itself
+    ENV_DESCRIPTIONS = "env_descriptions"  # describes its toolkits: `EnvDescriptions.env_descriptions`
+
+
+@dataclass(frozen=True)
+class Health:
+    """A backend's own view of itself: `up` or `down`, and its circuit breaker when it has one."""
+
+    state: str = "up"
+    detail: str | None = None
+    breaker: str | None = None  # closed | half-open | open, for backends behind a breaker
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What the gateway hands every backend it builds besides its settings.
+
+    Compared on reload: a backend is kept only when its settings and this are unchanged.
+    """
+
+    max_response_bytes: int = LimitsSettings().max_upstream_response_bytes
+    workspaces: Workspaces | None = field(default=None, compare=False)
+
+
+@runtime_checkable
 class Backend(Protocol):
     name: str
+    features: frozenset[Feature]
+    settings: BackendSettings
+
+    async def start(self) -> None:
+        """Acquire what the backend needs before discovery (processes, pools); called once."""
+        ...
 
     async def discover(self) -> list[ToolSpec]:
         """Every tool this backend serves, before routing rules are applied."""
         ...
 
-    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         """Run one tool; return a JSON-able value or raise GatewayError/ToolError."""
         ...
 
-    async def close(self) -> None: ...
+    async def health(self) -> Health: ...
+
+    async def close(self) -> None:
+        """Release everything `start` and the calls acquired; called once, even after a failed start."""
+        ...
 
 
-def load_object(path: str) -> Any:
-    """Import `module:attribute` (or just `module`)."""
-    module_name, _, attribute = path.partition(":")
-    module = importlib.import_module(module_name)
-    obj: Any = module
-    for part in filter(None, attribute.split(".")):
-        obj = getattr(obj, part)
-    return obj
+class BaseBackend:
+    """Defaults for the optional parts of the contract: nothing to start, always up, nothing to close."""
+
+    name: str
+    settings: BackendSettings
+    features: frozenset[Feature] = frozenset()
+
+    async def start(self) -> None:
+        return None
+
+    async def health(self) -> Health:
+        """Up; with the circuit breaker of its upstream clients when it has any (`gateway.upstream`)."""
+        return Health(breaker=UPSTREAMS.breaker_state(self.name))
+
+    async def close(self) -> None:
+        return None
 
 
-def create_backend(settings: dict[str, Any]) -> Backend:
-    kind = settings["kind"]
-    factory = load_object(BACKEND_KINDS[kind])
-    return factory(settings["name"], settings)
+@runtime_checkable
+class SessionBackend(Protocol):
+    """Feature.SESSIONS: per-client state upstream, released when the client's session ends."""
+
+    async def release_session(self, session_key: str) -> None: ...
+
+
+@runtime_checkable
+class EnvDescriptions(Protocol):
+    """Feature.ENV_DESCRIPTIONS: descriptions of toolkits, as the upstream gives them."""
+
+    @property
+    def env_descriptions(self) -> Mapping[str, str]: ...
+
+
+@runtime_checkable
+class WorkspaceBackend(Protocol):
+    """Feature.WORKSPACES: the session workspace lives upstream; its endpoints are forwarded there as sent."""
+
+    async def forward(
+        self,
+        session_key: str | None,
+        path: str,
+        body: Callable[[], Any],
+        size: int,
+        content_type: str | None,
+        authorization: str | None = None,
+    ) -> httpx.Response: ...

@@ -22,9 +22,10 @@ import orjson
 from cachetools import TLRUCache
 
 from gateway.model import ToolSpec
+from gateway.settings import BackendSettings, CacheSettings
 
 MISS: Any = object()
-DEFAULT_MAX_ENTRIES = 1000
+DEFAULT_MAX_ENTRIES = CacheSettings.model_fields["max_entries"].default  # the default lives in the model
 _GLOB_CHARS = set("*?[")
 
 
@@ -51,12 +52,11 @@ class CacheRule:
     max_entries: int = DEFAULT_MAX_ENTRIES
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> CacheRule:
-        ttl = settings.get("ttl_s")
+    def from_settings(cls, settings: CacheSettings) -> CacheRule:
         return cls(
-            ttl_s=float(ttl) if ttl is not None else None,
-            tools={str(k): float(v) for k, v in (settings.get("tools") or {}).items()},
-            max_entries=int(settings.get("max_entries", DEFAULT_MAX_ENTRIES)),
+            ttl_s=settings.ttl_s,
+            tools={str(k): float(v) for k, v in (settings.tools or {}).items()},
+            max_entries=settings.max_entries,
         )
 
     def ttl_for(self, spec: ToolSpec) -> float | None:
@@ -79,8 +79,8 @@ class ResultCache:
         }
 
     @classmethod
-    def from_backends(cls, backends: Iterable[Mapping[str, Any]]) -> ResultCache:
-        return cls({b["name"]: CacheRule.from_settings(b["cache"]) for b in backends if b.get("cache")})
+    def from_backends(cls, backends: Iterable[BackendSettings]) -> ResultCache:
+        return cls({b.name: CacheRule.from_settings(b.cache) for b in backends if b.cache is not None})
 
     def ttl_for(self, spec: ToolSpec) -> float | None:
         """Seconds to keep this tool's results, or None when they are not cached."""

@@ -63,7 +63,7 @@ class Catalog:
                 if spec.version in versions:
                     other = versions[spec.version]
                     problems.append(
-                        f"tool {spec.oxp_id!r} is served twice: by {other.source or other.backend} "
+                        f"tool {spec.versioned_id!r} is served twice: by {other.source or other.backend} "
                         f"and by {spec.source or spec.backend}"
                     )
                 else:

@@ -1,4 +1,4 @@
-"""`toolplex serve | check | tools`."""
+"""`toolplex serve | check | tools | schema`."""
 
 from __future__ import annotations
 
@@ -20,12 +20,11 @@ def _load(path: str) -> GatewayConfig:
 async def _catalog(config: GatewayConfig) -> tuple[Catalog, list[dict[str, Any]]]:
     """The catalog and each backend's state, after one strict discovery (then everything is closed)."""
     from gateway.middleware import build_middleware
-    from gateway.runtime import discover_all
+    from gateway.runtime import close_backends, discover_all
 
-    build_middleware(config.data.get("middleware") or [])  # import errors are configuration errors too
+    build_middleware(config.settings.middleware)  # import errors are configuration errors too
     catalog, backends, states = await discover_all(config)
-    for backend in backends.values():
-        await backend.close()
+    await close_backends(backends)
     return catalog, [state.public() for state in states.values()]
 
 
@@ -43,7 +42,7 @@ def _rows(catalog: Catalog) -> list[dict[str, Any]]:
     return [
         {
             "name": spec.flat_name,
-            "id": spec.oxp_id,
+            "id": spec.versioned_id,
             "backend": spec.backend,
             "language": spec.language,
             "visible": spec.visible,
@@ -108,10 +107,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
-    server = config.section("server")
-    host = args.host or server["host"]
-    port = args.port if args.port is not None else server["port"]
-    configure_logging(config.section("logging")["level"])
+    server = config.settings.server
+    host = args.host or server.host
+    port = args.port if args.port is not None else server.port
+    configure_logging(config.settings.logging.level)
     try:
         # ConfigError: e.g. auth.jwt names an unset environment variable
         app = create_app(config, start_with_server=False, bind_host=host)
@@ -119,17 +118,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
-    gateway = app.state.gateway
-    http = GatewayServer(uvicorn_config(app, server, host, port), gateway, float(server["shutdown_grace_s"]))
-    return asyncio.run(_serve(gateway, http))
+    http = GatewayServer(uvicorn_config(app, server, host, port), app.gateway, float(server.shutdown_grace_s))
+    return asyncio.run(_serve(app.gateway, http, args.config, watch=not args.no_reload))
 
 
-async def _serve(gateway: Any, server: Any) -> int:
+async def _serve(gateway: Any, server: Any, path: str, *, watch: bool) -> int:
     """Start the gateway before the server listens, so configuration errors are said cleanly, once.
 
     The signal handlers cover the whole life, closing included: a SIGTERM at any
-    point ends in `gateway.close()`, which stops every sidecar and worker.
+    point ends in `gateway.close()`, which stops every sidecar and worker. SIGHUP,
+    and with `watch` a change of the file, reload the configuration.
     """
+    from gateway.reload import ConfigReloader
+
+    reloader = ConfigReloader(gateway, path)
+    server.on_hangup = lambda: reloader.request("SIGHUP")
     with server.signals():
         try:
             await gateway.start()
@@ -137,11 +140,26 @@ async def _serve(gateway: Any, server: Any) -> int:
             for problem in exc.problems:
                 print(problem, file=sys.stderr)
             return 1
+        reloader.start(watch=watch)
         try:
             await server.serve()
         finally:
+            await reloader.stop()
             await gateway.close()
     return 0 if server.started else 1
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """The configuration's JSON Schema (config/schema.json), or its reference (docs/configuration-reference.md)."""
+    if args.markdown:
+        from gateway.config.reference import reference_markdown
+
+        sys.stdout.write(reference_markdown())
+    else:
+        from gateway.config.schema import schema_text
+
+        sys.stdout.write(schema_text())
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", required=True, help="path to the YAML configuration")
     serve.add_argument("--host", default=None, help="address to bind (default: server.host, 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port to bind (default: server.port, 8080)")
+    serve.add_argument(
+        "--no-reload",
+        action="store_true",
+        help="do not watch the configuration file for changes (SIGHUP still reloads it)",
+    )
     serve.set_defaults(func=cmd_serve)
     check = sub.add_parser("check", help="validate a configuration and print its catalog")
     check.add_argument("path")
@@ -159,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_argument("--config", required=True)
     tools.add_argument("--json", action="store_true", help="print JSON instead of a table")
     tools.set_defaults(func=cmd_tools)
+    schema = sub.add_parser("schema", help="print the configuration's JSON Schema, generated from the settings models")
+    schema.add_argument("--markdown", action="store_true", help="print the configuration reference instead")
+    schema.set_defaults(func=cmd_schema)
     return parser
 
 

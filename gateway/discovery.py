@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +25,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import ConfigError, GatewayError
 from gateway.model import ToolSpec
 from gateway.routing import apply_routing
+from gateway.settings import BackendSettings
 from gateway.upstream import UPSTREAMS
 
 log = structlog.get_logger("toolplex.discovery")
@@ -60,21 +61,25 @@ class Discovery:
         backends: dict[str, Backend],
         build: Callable[[list[ToolSpec], set[str]], Catalog],
         publish: Callable[[Catalog], None],
+        *,
+        carried: Mapping[str, BackendState] | None = None,
     ) -> None:
         self.config = config
         self.backends = backends
         self.build = build  # (specs, names of the backends that are up) -> Catalog, or ConfigError
         self.publish = publish
+        carried = carried or {}
+        # A reload carries over what kept backends last said, so they need no rediscovery before the swap.
         self.states: dict[str, BackendState] = {
-            b["name"]: BackendState(b["name"], b["kind"]) for b in config.data["backends"]
+            b.name: carried.get(b.name) or BackendState(b.name, b.kind) for b in config.settings.backends
         }
         self._task: asyncio.Task[None] | None = None
         self._published: Catalog | None = None
         self._last: tuple[list[ToolSpec], set[str]] = ([], set())
 
-    async def _discover_one(self, index: int, settings: dict[str, Any], strict: bool) -> None:
-        state = self.states[settings["name"]]
-        backend = self.backends[settings["name"]]
+    async def _discover_one(self, index: int, settings: BackendSettings, strict: bool) -> None:
+        state = self.states[settings.name]
+        backend = self.backends[settings.name]
         try:
             discovered = await backend.discover()
         except ConfigError as exc:
@@ -94,10 +99,14 @@ class Discovery:
         if state.state == "down":
             log.warning("backend_down", backend=state.name, error=state.error)
 
-    async def refresh(self, *, strict: bool = False) -> Catalog | None:
-        """Discover every backend, rebuild the catalog and publish it; None when it was inconsistent."""
+    async def refresh(self, *, strict: bool = False, only: set[str] | None = None) -> Catalog | None:
+        """Discover every backend (or `only` those), rebuild the catalog and publish it; None when inconsistent."""
         results = await asyncio.gather(
-            *(self._discover_one(i, b, strict) for i, b in enumerate(self.config.data["backends"])),
+            *(
+                self._discover_one(i, b, strict)
+                for i, b in enumerate(self.config.settings.backends)
+                if only is None or b.name in only
+            ),
             return_exceptions=True,
         )
         problems = [p for r in results if isinstance(r, ConfigError) for p in r.problems]
@@ -122,6 +131,10 @@ class Discovery:
         return catalog
 
     def start_interval(self, interval_s: float) -> None:
+        """Rediscover every `interval_s` seconds (0: never)."""
+        if interval_s <= 0:
+            return
+
         async def loop() -> None:
             while True:
                 await asyncio.sleep(interval_s)

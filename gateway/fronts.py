@@ -1,33 +1,23 @@
-"""The registry of front kinds: each maps to `module:routes(gateway, settings) -> list[BaseRoute]`.
+"""Every enabled front's routes, from the installed adapters and the `fronts` section.
 
-Routes carry their full path (the front applies its own prefix from settings),
-so fronts can share the root without knowing about each other.
+Routes carry their full path (each front applies its own prefix from its
+settings), so fronts share the root without knowing about each other. A front
+gets the narrow `FrontServices` and its own typed settings, nothing else.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from starlette.routing import BaseRoute
 
-from gateway.backends import load_object
-
-if TYPE_CHECKING:
-    from gateway.runtime import Gateway
-
-FRONT_KINDS: dict[str, str] = {
-    "opentool": "adapters.opentool.front:routes",
-    "oxp": "adapters.oxp.front:routes",
-    "toolserver": "adapters.toolserver.front:routes",
-    "jsonrpc": "adapters.jsonrpc.front:routes",
-    "metrics": "gateway.metrics:routes",
-}
+from gateway.config import GatewayConfig
+from gateway.plugins import fronts, resolve
+from gateway.services import FrontServices
 
 
-def front_routes(gateway: Gateway) -> list[BaseRoute]:
+def front_routes(services: FrontServices, config: GatewayConfig) -> list[BaseRoute]:
     routes: list[BaseRoute] = []
-    for name, target in FRONT_KINDS.items():
-        settings = gateway.front_settings(name)
-        if settings.get("enabled", True):
-            routes.extend(load_object(target)(gateway, settings))
+    for name, plugin in fronts().items():
+        settings = getattr(config.settings.fronts, name)
+        if settings.enabled:
+            routes.extend(resolve(plugin.routes)(services, settings))
     return routes

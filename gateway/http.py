@@ -9,6 +9,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, Failure, GatewayError
 
 # Kinds whose HTTP answer carries Retry-After when the failure knows a delay.
@@ -30,7 +31,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-DEFAULT_MAX_JSON_DEPTH = 64  # limits.max_json_depth (at most 1024: orjson refuses deeper documents itself)
+DEFAULT_MAX_JSON_DEPTH = LimitsSettings().max_json_depth  # the default lives in the model
 
 
 def parse_json(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> Any:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, GatewayError
 
-DEFAULT_MAX_CONCURRENT_CALLS = 256
-DEFAULT_MAX_CONCURRENT_CALLS_PER_PRINCIPAL = 64
+DEFAULT_MAX_CONCURRENT_CALLS = LimitsSettings().max_concurrent_calls  # the defaults live in the model
+DEFAULT_MAX_CONCURRENT_CALLS_PER_PRINCIPAL = LimitsSettings().max_concurrent_calls_per_principal
 RETRY_AFTER_MS = 1000  # a busy gateway frees a slot when some call ends; come back in a second
 
 

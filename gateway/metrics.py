@@ -9,11 +9,12 @@ The route adds each upstream backend's circuit breaker, read when scraped.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -23,10 +24,12 @@ from gateway.errors import GatewayError
 from gateway.http import json_response
 from gateway.middleware import BaseMiddleware
 from gateway.model import Call, Outcome
+from gateway.plugins import Adapter, FrontPlugin
+from gateway.settings import FrontSettings
 from gateway.upstream import UPSTREAMS
 
 if TYPE_CHECKING:
-    from gateway.runtime import Gateway
+    from gateway.services import FrontServices
 
 UNKNOWN_TOOL = "(unknown)"  # calls for tools not in the catalog: client-chosen names must not become labels
 DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -92,21 +95,51 @@ class BreakerCollector(Collector):
         yield from (state, failures, opened)
 
 
-def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
-    """`GET <path>` in Prometheus' text format (the front kind "metrics", off by default)."""
-    breakers = CollectorRegistry()
-    breakers.register(BreakerCollector(lambda: list(gateway.backends)))
+class ReloadCollector(Collector):
+    """Configuration reloads by result (ok, failed), read at scrape time."""
+
+    def __init__(self, services: FrontServices) -> None:
+        self.services = services
+
+    def collect(self) -> Iterator[Metric]:
+        reloads = CounterMetricFamily(
+            "toolplex_config_reloads", "Configuration reloads by result (failed: the old one kept)", labels=["result"]
+        )
+        for result, count in sorted(self.services.reloads.items()):
+            reloads.add_metric([result], count)
+        yield reloads
+
+
+class MetricsFrontSettings(FrontSettings):
+    """GET <path>: Prometheus metrics collected by the gateway.metrics:Metrics middleware"""
+
+    enabled: bool = False
+    path: str = Field(default="/metrics", pattern=r"^(/[A-Za-z0-9._~-]+)+$")
+
+
+def routes(services: FrontServices, settings: MetricsFrontSettings) -> list[BaseRoute]:
+    """`GET <path>` in Prometheus' text format."""
+    scraped = CollectorRegistry()
+    scraped.register(BreakerCollector(services.backend_names))
+    scraped.register(ReloadCollector(services))
 
     async def metrics(request: Request) -> Response:
         try:
-            gateway.auth.authenticate(request.headers)
+            services.authenticate(request.headers)
         except GatewayError as exc:
             return json_response({"detail": exc.failure.message}, status=401, headers={"WWW-Authenticate": "Bearer"})
-        collectors = [m for m in gateway.dispatcher.middleware if isinstance(m, Metrics)]
+        collectors = [m for m in services.middleware if isinstance(m, Metrics)]
         if not collectors:
             detail = "No metrics are collected: add {use: 'gateway.metrics:Metrics'} to the middleware list"
             return json_response({"detail": detail}, status=404)
-        body = b"".join(generate_latest(m.registry) for m in collectors) + generate_latest(breakers)
+        body = b"".join(generate_latest(m.registry) for m in collectors) + generate_latest(scraped)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
-    return [Route(settings.get("path", "/metrics"), metrics, methods=["GET"])]
+    return [Route(settings.path, metrics, methods=["GET"])]
+
+
+ADAPTER = Adapter(
+    name="metrics",
+    description="Prometheus metrics of calls, breakers and reloads",
+    front=FrontPlugin(settings=MetricsFrontSettings, routes=routes),
+)

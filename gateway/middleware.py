@@ -9,7 +9,11 @@ A middleware has up to two coroutine methods:
 - `after(call, outcome)` sees every outcome, failures included; it cannot
   change it, and an exception inside it is logged, never sent to the client.
 
-`before` hooks run in configured order, `after` hooks in reverse (an onion).
+A middleware may instead be a whole pipeline stage: `stage(call, next)`
+returns the outcome of `await next(call)` (or its own), and can wrap, retry,
+time or short-circuit the rest of the pipeline (see `gateway.pipeline`).
+
+`before` hooks and stages run in configured order, `after` hooks in reverse (an onion).
 The per-call log event is itself a middleware (`CallLog`), always the
 outermost one, so it records the final outcome of every call exactly once.
 """
@@ -17,14 +21,14 @@ outermost one, so it records the final outcome of every call exactly once.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
-from gateway.backends import load_object
 from gateway.errors import ConfigError
 from gateway.model import Call, Outcome, ToolSpec
+from gateway.plugins import load_object
 
 call_log = structlog.get_logger("toolplex.call")
 log = structlog.get_logger("toolplex.middleware")
@@ -75,9 +79,9 @@ class CallLog(BaseMiddleware):
 
 
 def _check_hooks(obj: Any, where: str) -> list[str]:
-    hooks = [name for name in ("before", "after") if callable(getattr(obj, name, None))]
+    hooks = [name for name in ("stage", "before", "after") if callable(getattr(obj, name, None))]
     if not hooks:
-        return [f"{where}: {obj!r} has neither a before nor an after hook"]
+        return [f"{where}: {obj!r} has neither a before nor an after hook (nor a stage)"]
     return [
         f"{where}: {type(obj).__name__}.{name} must be an async method (async def)"
         for name in hooks
@@ -85,19 +89,19 @@ def _check_hooks(obj: Any, where: str) -> list[str]:
     ]
 
 
-def load_middleware(entries: Sequence[Mapping[str, Any]]) -> list[Any]:
+def load_middleware(entries: Sequence[Any]) -> list[Any]:
     """Instantiate each configured `{use: "module:Factory", options: {...}}` as `Factory(**options)`."""
     loaded: list[Any] = []
     problems: list[str] = []
     for index, entry in enumerate(entries):
-        where = f"middleware[{index}] ({entry['use']})"
+        where = f"middleware[{index}] ({entry.use})"
         try:
-            factory = load_object(entry["use"])
+            factory = load_object(entry.use)
         except (ImportError, AttributeError) as exc:
             problems.append(f"{where}: cannot import it: {exc}")
             continue
         try:
-            instance = factory(**(entry.get("options") or {}))
+            instance = factory(**(entry.options or {}))
         except Exception as exc:  # the operator's code: report, never crash with a traceback
             problems.append(f"{where}: creating it with the given options failed: {type(exc).__name__}: {exc}")
             continue
@@ -111,6 +115,6 @@ def load_middleware(entries: Sequence[Mapping[str, Any]]) -> list[Any]:
     return loaded
 
 
-def build_middleware(entries: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """The call log first (outermost), then the configured middleware in order."""
+def build_middleware(entries: Sequence[Any]) -> list[Any]:
+    """The call log first (outermost), then the configured middleware in order (typed `middleware` entries)."""
     return [CallLog(), *load_middleware(entries)]

@@ -75,7 +75,7 @@ class ToolSpec:
         return f"{self.toolkit}.{self.name}"
 
     @property
-    def oxp_id(self) -> str:
+    def versioned_id(self) -> str:
         return f"{self.qualified_name}@{self.version}"
 
 
@@ -151,6 +151,10 @@ class Call:
     context: CallContext = field(default_factory=CallContext)
     version: str | None = None  # "x.y.z" exact, "x" meaning x.0.0, None for the latest
     timeout: float | None = None  # requested deadline in seconds
+    # Filled in by the call pipeline: the resolved tool, when the call arrived, the deadline it got.
+    spec: ToolSpec | None = field(default=None, compare=False, repr=False)
+    started: float = field(default=0.0, compare=False, repr=False)
+    deadline_s: float | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from gateway.model import ToolSpec
+from gateway.settings import BackendSettings
 
 
 def _matches(spec: ToolSpec, patterns: list[str]) -> bool:
@@ -23,27 +24,27 @@ def _matches(spec: ToolSpec, patterns: list[str]) -> bool:
     return False
 
 
-def apply_routing(specs: list[ToolSpec], backend: dict[str, Any]) -> list[ToolSpec]:
-    include = backend.get("include") or ["*"]
-    exclude = backend.get("exclude") or []
-    rename: dict[str, str] = backend.get("rename") or {}
-    hide = backend.get("hide") or []
-    timeouts: dict[str, float] = backend.get("timeouts") or {}
+def apply_routing(specs: list[ToolSpec], backend: BackendSettings) -> list[ToolSpec]:
+    include = backend.include or ["*"]
+    exclude = backend.exclude or []
+    rename = backend.rename or {}
+    hide = backend.hide or []
+    timeouts = backend.timeouts or {}
     routed = []
     for spec in specs:
         if not _matches(spec, include) or _matches(spec, exclude):
             continue
-        changes: dict[str, Any] = {"backend": backend["name"]}
-        if backend.get("toolkit"):
-            changes["toolkit"] = backend["toolkit"]
-        elif backend.get("prefix"):
-            changes["toolkit"] = backend["prefix"] + spec.toolkit
+        changes: dict[str, Any] = {"backend": backend.name}
+        if backend.toolkit:
+            changes["toolkit"] = backend.toolkit
+        elif backend.prefix:
+            changes["toolkit"] = backend.prefix + spec.toolkit
         if spec.name in rename:
             changes["name"] = rename[spec.name]
         elif spec.qualified_name in rename:
             changes["name"] = rename[spec.qualified_name]
-        if backend.get("version"):
-            changes["version"] = backend["version"]
+        if backend.version:
+            changes["version"] = backend.version
         if _matches(spec, hide):
             changes["visible"] = False
         timeout = timeouts.get(spec.name, timeouts.get(spec.qualified_name))

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from gateway.dispatch import Dispatcher
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import Call, Outcome
 
@@ -38,13 +38,13 @@ class Run:
 class RunRegistry:
     def __init__(
         self,
-        dispatcher: Dispatcher,
+        call: Callable[[Call], Awaitable[Outcome]],
         *,
         retention: float = 600.0,
         max_runs: int = 10_000,
         max_finished: int = 10_000,
     ) -> None:
-        self.dispatcher = dispatcher
+        self._call = call  # the gateway's pipeline (of the snapshot current when the run starts)
         self.retention = retention
         self.max_runs = max_runs
         self.max_finished = max_finished
@@ -78,7 +78,7 @@ class RunRegistry:
                 can_retry=True,
                 retry_after_ms=1000,
             )
-        task = asyncio.get_running_loop().create_task(self.dispatcher.call(call), name=f"run:{key}")
+        task = asyncio.get_running_loop().create_task(self._call(call), name=f"run:{key}")
         run = Run(key=key, call=call, task=task, owner=owner)
         self._runs[key] = run
         task.add_done_callback(lambda _t: self._finish(run))

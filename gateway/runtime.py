@@ -1,36 +1,51 @@
-"""The running gateway: backends, catalog, dispatcher, state, auth, built from one config.
+"""The running gateway: an immutable snapshot of config, catalog, backends and pipeline, swapped whole.
 
-Fronts receive this object and use only its public attributes; it is the
-single place that knows how the pieces are wired together.
+A `Snapshot` is everything one call needs. Discovery publishes a new snapshot
+when the catalog changes; a reload (`Gateway.reload`) builds a new one from a
+new configuration and swaps it in one assignment, so a call runs entirely on
+the snapshot it arrived on. Backends whose settings did not change are carried
+over as they are (no sidecar or upstream session restarted); the ones the new
+configuration drops are closed once the calls of the old configuration ended.
+Long-lived state (the store, sessions, pending runs, workspaces, the shutdown
+tracking, the concurrency counters) belongs to the gateway, not to a snapshot.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from gateway.auth import Authenticator, build_authenticator
 from gateway.authorization import apply_providers
-from gateway.backends import Backend, create_backend
+from gateway.backends import Backend, BackendContext
 from gateway.cache import ResultCache
 from gateway.catalog import Catalog
 from gateway.config import GatewayConfig
 from gateway.discovery import BackendState, Discovery
-from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError
 from gateway.limits import CallLimiter
 from gateway.middleware import build_middleware
 from gateway.model import ToolSpec
+from gateway.pipeline import Admission, CallPolicy, InFlight, Pipeline
+from gateway.plugins import backend_kinds, resolve
 from gateway.runs import RunRegistry
 from gateway.state import MemoryStore, StateStore
-from gateway.upstream import LIMIT_KEY
-from gateway.workspaces import Workspaces, WorkspaceSettings
+from gateway.validation import ValidatorCache
+from gateway.workspaces import Workspaces
 from gateway.workspaces import install as install_workspaces
 from gateway.workspaces import uninstall as uninstall_workspaces
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from gateway.services import FrontServices
+    from gateway.settings import BackendSettings
 
 log = structlog.get_logger("toolplex.runtime")
 
@@ -42,19 +57,19 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     GATEWAY_VERSION = "0.0.0"
 
 
-def create_backends(config: GatewayConfig) -> dict[str, Backend]:
-    # The gateway-wide bound on upstream answers reaches each upstream backend's Upstream through its settings.
-    limit = {LIMIT_KEY: config.section("limits").get(LIMIT_KEY)}
-    return {
-        settings["name"]: create_backend({**settings, **limit} if "url" in settings else settings)
-        for settings in config.data["backends"]
-    }
+def backend_context(config: GatewayConfig, workspaces: Workspaces | None = None) -> BackendContext:
+    return BackendContext(max_response_bytes=config.settings.limits.max_upstream_response_bytes, workspaces=workspaces)
 
 
-def catalog_builder(config: GatewayConfig) -> Callable[[list[ToolSpec], set[str]], Catalog]:
+def create_backend(settings: BackendSettings, context: BackendContext) -> Backend:
+    """A backend of the kind its settings name, built by the adapter that provides that kind."""
+    plugin = backend_kinds()[settings.kind]
+    return resolve(plugin.factory)(settings, context)  # type: ignore[no-any-return]
+
+
+def catalog_builder(config: GatewayConfig, cache: ResultCache) -> Callable[[list[ToolSpec], set[str]], Catalog]:
     """How discovered tools become a catalog: provider URLs, consistency, cache rules that fit."""
-    cache = ResultCache.from_backends(config.data["backends"])
-    authorization = config.section("authorization")
+    authorization = config.settings.authorization
 
     def build(specs: list[ToolSpec], up: set[str]) -> Catalog:
         catalog = Catalog(apply_providers(specs, authorization))
@@ -66,100 +81,326 @@ def catalog_builder(config: GatewayConfig) -> Callable[[list[ToolSpec], set[str]
     return build
 
 
+async def start_backends(backends: Mapping[str, Backend]) -> None:
+    """`start()` every backend at once; the first failure is raised once all have finished trying."""
+    results = await asyncio.gather(*(b.start() for b in backends.values()), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def close_backends(backends: Mapping[str, Backend]) -> None:
+    """Close backends at once, each within BACKEND_CLOSE_TIMEOUT_S; one that fails or hangs stops no other."""
+    await asyncio.gather(*(_close_backend(name, b) for name, b in backends.items()))
+
+
+async def _close_backend(name: str, backend: Backend) -> None:
+    try:
+        async with asyncio.timeout(BACKEND_CLOSE_TIMEOUT_S):
+            await backend.close()
+    except TimeoutError:
+        log.error("backend_close_timed_out", backend=name, seconds=BACKEND_CLOSE_TIMEOUT_S)
+    except Exception:
+        log.exception("backend_close_failed", backend=name)
+
+
 async def discover_all(config: GatewayConfig) -> tuple[Catalog, dict[str, Backend], dict[str, BackendState]]:
     """Discover every backend once, strictly (for `toolplex check` and `toolplex tools`)."""
-    backends = create_backends(config)
+    context = backend_context(config)
+    backends = {s.name: create_backend(s, context) for s in config.settings.backends}
     published: list[Catalog] = []
-    discovery = Discovery(config, backends, catalog_builder(config), published.append)
+    cache = ResultCache.from_backends(config.settings.backends)
+    discovery = Discovery(config, backends, catalog_builder(config, cache), published.append)
     try:
+        await start_backends(backends)
         await discovery.refresh(strict=True)
-    except ConfigError:
-        for backend in backends.values():
-            await backend.close()
+    except BaseException:
+        await close_backends(backends)
         raise
     return published[-1], backends, discovery.states
 
 
+@dataclass(frozen=True)
+class CallParts:
+    """What the pipeline's stages read per call: one catalog and the backends that serve it."""
+
+    catalog: Catalog
+    backends: Mapping[str, Backend]
+
+
+@dataclass(eq=False)
+class Generation:
+    """What one configuration built, shared by every snapshot of that configuration."""
+
+    config: GatewayConfig
+    backends: Mapping[str, Backend]
+    authenticator: Authenticator
+    middleware: list[Any]
+    cache: ResultCache
+    policy: CallPolicy
+    app: ASGIApp | None = None
+    in_flight: InFlight = field(default_factory=InFlight)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a call needs, immutable: a reload or a rediscovery builds a new one and swaps it in."""
+
+    generation: Generation
+    catalog: Catalog
+    pipeline: Pipeline
+
+    @property
+    def config(self) -> GatewayConfig:
+        return self.generation.config
+
+    @property
+    def backends(self) -> Mapping[str, Backend]:
+        return self.generation.backends
+
+    @property
+    def authenticator(self) -> Authenticator:
+        return self.generation.authenticator
+
+    @property
+    def app(self) -> ASGIApp:
+        assert self.generation.app is not None, "the fronts are built with the generation"
+        return self.generation.app
+
+
+AppBuilder = Callable[["FrontServices", GatewayConfig], "ASGIApp"]
+
+
 class Gateway:
-    def __init__(self, config: GatewayConfig) -> None:
-        self.config = config
+    def __init__(self, config: GatewayConfig, *, app_builder: AppBuilder | None = None) -> None:
+        from gateway.services import FrontServices
+
         self.version = GATEWAY_VERSION
-        limits = config.section("limits")
-        self.max_body_bytes: int = limits["max_body_bytes"]
-        self.max_json_depth: int = limits["max_json_depth"]
-        self.store: StateStore = MemoryStore(max_entries=config.section("state")["max_entries"])
-        self.auth: Authenticator = build_authenticator(config.section("auth"))
-        self.backends: dict[str, Backend] = {}
-        self.dispatcher = Dispatcher(
-            Catalog([]),
-            self.backends,
-            default_timeout=float(limits["default_timeout_s"]),
-            max_timeout=float(limits["max_timeout_s"]),
-            secrets=config.data.get("secrets") or {},
-            limiter=CallLimiter(limits["max_concurrent_calls"], limits["max_concurrent_calls_per_principal"]),
-        )
-        self.runs = RunRegistry(self.dispatcher)
-        # Session workspaces: served by the ToolServerNode front, used by workspace tools (FileSystemEnv).
-        self.workspaces = Workspaces(WorkspaceSettings.from_config(config.section("workspaces")))
+        self.store: StateStore = MemoryStore(max_entries=config.settings.state.max_entries)
+        self.workspaces = Workspaces(config.settings.workspaces)
+        self.admission = Admission()
+        limits = config.settings.limits
+        self.limiter = CallLimiter(limits.max_concurrent_calls, limits.max_concurrent_calls_per_principal)
+        self.validators = ValidatorCache()
+        self.services = FrontServices(self)
+        self.runs = RunRegistry(self._call)
+        self._app_builder = app_builder
         self.discovery: Discovery | None = None
         self.ready = False
+        self.reloads = {"ok": 0, "failed": 0}
+        self._reload_lock = asyncio.Lock()
+        self._retiring: dict[asyncio.Task[None], dict[str, Backend]] = {}  # task -> the backends it waits to close
+        generation = self._generation(config, {})
+        self.snapshot = self._snapshot(generation, Catalog([]))
+
+    # ---- what tests and the operator surfaces read ----
+
+    @property
+    def config(self) -> GatewayConfig:
+        return self.snapshot.config
 
     @property
     def catalog(self) -> Catalog:
-        return self.dispatcher.catalog
+        return self.snapshot.catalog
 
-    def front_settings(self, front: str) -> dict[str, Any]:
-        return self.config.section("fronts", front)
+    @property
+    def backends(self) -> Mapping[str, Backend]:
+        return self.snapshot.backends
 
-    def _publish(self, catalog: Catalog) -> None:
-        self.dispatcher.catalog = catalog  # one assignment: requests see the old or the new catalog, whole
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.snapshot.pipeline
 
-    async def start(self) -> None:
-        """Discover every backend; a configuration error stops the start, an unreachable upstream does not."""
-        self.dispatcher.middleware = build_middleware(self.config.data.get("middleware") or [])
-        self.dispatcher.cache = ResultCache.from_backends(self.config.data["backends"])
-        self.backends.update(create_backends(self.config))
-        install_workspaces(self.workspaces)
-        self.discovery = Discovery(self.config, self.backends, catalog_builder(self.config), self._publish)
-        try:
-            await self.discovery.refresh(strict=True)
-        except BaseException:
-            await self._close_backends()
-            uninstall_workspaces(self.workspaces)
-            raise
-        interval = float(self.config.section("discovery").get("interval_s", 30))
-        if interval > 0:
-            self.discovery.start_interval(interval)
-        self.ready = True
+    @property
+    def running(self) -> int:
+        """Calls in progress right now (in any front, or in the background)."""
+        return self.admission.running
 
     def backend_states(self) -> list[dict[str, Any]]:
         return [state.public() for state in self.discovery.states.values()] if self.discovery else []
 
-    async def _close_backends(self) -> None:
-        """Close every backend at once, each within BACKEND_CLOSE_TIMEOUT_S; one that fails or hangs stops no other."""
-        await asyncio.gather(*(self._close_backend(name, b) for name, b in self.backends.items()))
+    async def _call(self, call: Any) -> Any:
+        return await self.snapshot.pipeline(call)
 
-    @staticmethod
-    async def _close_backend(name: str, backend: Backend) -> None:
+    # ---- building ----
+
+    def _generation(self, config: GatewayConfig, backends: Mapping[str, Backend]) -> Generation:
+        """Everything of one configuration but its catalog; ConfigError when some part of it is wrong."""
+        settings = config.settings
+        generation = Generation(
+            config=config,
+            backends=MappingProxyType(dict(backends)),
+            authenticator=build_authenticator(settings.auth),
+            middleware=build_middleware(settings.middleware),
+            cache=ResultCache.from_backends(settings.backends),
+            policy=CallPolicy(
+                default_timeout=float(settings.limits.default_timeout_s),
+                max_timeout=float(settings.limits.max_timeout_s),
+                secrets=dict(settings.secrets),
+            ),
+        )
+        if self._app_builder is not None:
+            with self.services.building(config):
+                generation.app = self._app_builder(self.services, config)
+        return generation
+
+    def _snapshot(self, generation: Generation, catalog: Catalog) -> Snapshot:
+        pipeline = Pipeline(
+            CallParts(catalog, generation.backends),
+            policy=generation.policy,
+            admission=self.admission,
+            limiter=self.limiter,
+            middleware=generation.middleware,
+            cache=generation.cache,
+            validators=self.validators,
+            in_flight=generation.in_flight,
+        )
+        return Snapshot(generation, catalog, pipeline)
+
+    def _publish(self, catalog: Catalog) -> None:
+        """Discovery found a new catalog: the same generation, a new snapshot (one assignment)."""
+        self.snapshot = self._snapshot(self.snapshot.generation, catalog)
+
+    # ---- life ----
+
+    async def start(self) -> None:
+        """Start and discover every backend; a configuration error stops the start, an unreachable upstream not."""
+        config = self.snapshot.config
+        context = backend_context(config, self.workspaces)
+        backends = {s.name: create_backend(s, context) for s in config.settings.backends}
+        generation = replace(self.snapshot.generation, backends=MappingProxyType(backends))
+        self.snapshot = self._snapshot(generation, Catalog([]))
+        install_workspaces(self.workspaces)
+        self.discovery = Discovery(config, backends, catalog_builder(config, generation.cache), self._publish)
         try:
-            async with asyncio.timeout(BACKEND_CLOSE_TIMEOUT_S):
-                await backend.close()
-        except TimeoutError:
-            log.error("backend_close_timed_out", backend=name, seconds=BACKEND_CLOSE_TIMEOUT_S)
-        except Exception:
-            log.exception("backend_close_failed", backend=name)
+            await start_backends(backends)
+            await self.discovery.refresh(strict=True)
+        except BaseException:
+            await close_backends(backends)
+            uninstall_workspaces(self.workspaces)
+            raise
+        self.discovery.start_interval(config.settings.discovery.interval_s)
+        self.ready = True
+
+    async def reload(self, config: GatewayConfig) -> bool:
+        """Swap in a snapshot built from `config`; on any problem keep the running one and say why.
+
+        Backends whose settings (and context) did not change are carried over as
+        they are; new or changed ones are started and discovered before the swap;
+        the ones left behind are closed once the old configuration's calls ended.
+        """
+        async with self._reload_lock:
+            try:
+                changed = await self._reload(config)
+            except ConfigError as exc:
+                self.reloads["failed"] += 1
+                log.error("config_reload_failed", source=config.source, problems=exc.problems)
+                return False
+            except Exception as exc:
+                self.reloads["failed"] += 1
+                log.exception("config_reload_failed", source=config.source, error=f"{type(exc).__name__}: {exc}")
+                return False
+            self.reloads["ok"] += 1
+            log.info("config_reloaded", source=config.source, **changed)
+            return True
+
+    async def _reload(self, config: GatewayConfig) -> dict[str, Any]:
+        old = self.snapshot
+        old_settings = {s.name: s for s in old.config.settings.backends}
+        context = backend_context(config, self.workspaces)
+        same_context = context == backend_context(old.config, self.workspaces)
+        kept: dict[str, Backend] = {}
+        fresh: dict[str, Backend] = {}
+        for settings in config.settings.backends:
+            current = old.backends.get(settings.name)
+            if current is not None and same_context and old_settings.get(settings.name) == settings:
+                kept[settings.name] = current
+            else:
+                fresh[settings.name] = create_backend(settings, context)
+        backends = {s.name: kept.get(s.name) or fresh[s.name] for s in config.settings.backends}
+        try:
+            generation = self._generation(config, backends)
+            discovery = Discovery(
+                config,
+                backends,
+                catalog_builder(config, generation.cache),
+                lambda catalog: None,
+                carried={n: s for n, s in (self.discovery.states if self.discovery else {}).items() if n in kept},
+            )
+            await start_backends(fresh)
+            catalog = await discovery.refresh(strict=True, only=set(fresh))
+        except BaseException:
+            await close_backends(fresh)
+            raise
+        assert catalog is not None
+        restart = sorted(k for k in ("server", "state", "workspaces") if _section(old, k) != _section_of(config, k))
+        if restart:
+            log.warning("config_reload_needs_restart", sections=restart)
+        self.limiter.max_total = config.settings.limits.max_concurrent_calls
+        self.limiter.max_per_principal = config.settings.limits.max_concurrent_calls_per_principal
+        discovery.publish = self._publish
+        previous = self.discovery
+        self.discovery = discovery
+        self.snapshot = self._snapshot(generation, catalog)  # the swap: new calls run on the new snapshot
+        if previous is not None:
+            await previous.stop()
+        if self.ready:
+            discovery.start_interval(config.settings.discovery.interval_s)
+        gone = {name: b for name, b in old.backends.items() if backends.get(name) is not b}
+        if gone:
+            self._retire(old.generation, gone)
+        return {
+            "backends_kept": sorted(kept),
+            "backends_started": sorted(fresh),
+            "backends_closed": sorted(gone),
+            "tools": len(catalog),
+        }
+
+    def _retire(self, generation: Generation, backends: Mapping[str, Backend]) -> None:
+        """Close backends the new configuration dropped, once the old configuration's calls ended (bounded)."""
+        grace = float(generation.config.settings.server.shutdown_grace_s)
+        waiting = dict(backends)  # emptied when the task stops waiting and starts closing them
+
+        async def retire() -> None:
+            if not await generation.in_flight.idle(grace):
+                log.warning("reload_closing_busy_backends", backends=sorted(waiting), calls=generation.in_flight.count)
+            closing = dict(waiting)
+            waiting.clear()
+            await close_backends(closing)
+
+        task = asyncio.get_running_loop().create_task(retire(), name="retire-backends")
+        self._retiring[task] = waiting
+        task.add_done_callback(lambda done: self._retiring.pop(done, None))
 
     async def drain(self, grace: float) -> int:
         """Stop taking calls; wait up to `grace` s for running ones, then end the rest with an answer."""
         self.ready = False
-        return await self.dispatcher.drain(grace)
+        return await self.admission.drain(grace)
+
+    def hurry(self) -> None:
+        self.admission.hurry()
 
     async def close(self) -> None:
         self.ready = False
         if self.discovery is not None:
             await self.discovery.stop()
         await self.runs.close()
-        await self._close_backends()
+        retiring = list(self._retiring.items())
+        for task, waiting in retiring:  # still waiting for old calls: stop waiting, close those backends here
+            if waiting:
+                task.cancel()
+        await asyncio.gather(*(task for task, _ in retiring), return_exceptions=True)
+        for _, waiting in retiring:
+            await close_backends(waiting)
+        await close_backends(self.snapshot.backends)
         uninstall_workspaces(self.workspaces)
         self.workspaces.close()
         await self.store.close()
+
+
+def _section(snapshot: Snapshot, name: str) -> Any:
+    return _section_of(snapshot.config, name)
+
+
+def _section_of(config: GatewayConfig, name: str) -> Any:
+    return getattr(config.settings, name)

@@ -3,10 +3,9 @@
 `toolplex serve` runs `GatewayServer`. SIGTERM and SIGINT stop the listener,
 give running calls `server.shutdown_grace_s` to finish, answer what is left
 with "the gateway is shutting down" (through each call's own front, never a
-dropped connection), then close every backend. SIGHUP is logged and ignored
-for now (reload is not implemented), instead of killing the process. Request
-heads over `server.max_header_bytes` get 431; idle keep-alive connections are
-closed after `server.keepalive_timeout_s`.
+dropped connection), then close every backend. SIGHUP reloads the
+configuration (`gateway.reload`). Request heads over `server.max_header_bytes`
+get 431; idle keep-alive connections are closed after `server.keepalive_timeout_s`.
 """
 
 from __future__ import annotations
@@ -14,17 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import structlog
 import uvicorn
 
+from gateway.config.models import ServerSettings
+
 log = structlog.get_logger("toolplex.server")
 
-DEFAULT_MAX_HEADER_BYTES = 65536
-DEFAULT_KEEPALIVE_TIMEOUT_S = 5.0
-DEFAULT_SHUTDOWN_GRACE_S = 30.0
 ANSWER_MARGIN_S = 6.0  # after the grace: time for the ended calls' answers to be written out
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -38,10 +36,8 @@ def http_protocol(max_header_bytes: int) -> type[asyncio.Protocol] | str:
     return bounded_httptools_protocol(max_header_bytes)
 
 
-def uvicorn_config(app: Any, server: dict[str, Any], host: str, port: int) -> uvicorn.Config:
+def uvicorn_config(app: Any, server: ServerSettings, host: str, port: int) -> uvicorn.Config:
     """uvicorn's settings from the `server` section; the app's lifespan is run by `toolplex serve` itself."""
-    max_header_bytes = int(server.get("max_header_bytes", DEFAULT_MAX_HEADER_BYTES))
-    grace = float(server.get("shutdown_grace_s", DEFAULT_SHUTDOWN_GRACE_S))
     return uvicorn.Config(
         app,
         host=host,
@@ -49,21 +45,24 @@ def uvicorn_config(app: Any, server: dict[str, Any], host: str, port: int) -> uv
         log_level="warning",
         access_log=False,
         lifespan="off",
-        http=http_protocol(max_header_bytes),
-        h11_max_incomplete_event_size=max_header_bytes,
-        timeout_keep_alive=float(server.get("keepalive_timeout_s", DEFAULT_KEEPALIVE_TIMEOUT_S)),  # type: ignore[arg-type]
+        http=http_protocol(server.max_header_bytes),
+        h11_max_incomplete_event_size=server.max_header_bytes,
+        timeout_keep_alive=float(server.keepalive_timeout_s),  # type: ignore[arg-type]
         # uvicorn cancels request tasks after this; by then the gateway has answered every call.
-        timeout_graceful_shutdown=int(grace + ANSWER_MARGIN_S + 1),
+        timeout_graceful_shutdown=int(server.shutdown_grace_s + ANSWER_MARGIN_S + 1),
     )
 
 
 class GatewayServer(uvicorn.Server):
     """uvicorn's server, draining the gateway's calls during its shutdown; signals are handled by `signals`."""
 
-    def __init__(self, config: uvicorn.Config, gateway: Any, grace: float) -> None:
+    def __init__(
+        self, config: uvicorn.Config, gateway: Any, grace: float, on_hangup: Callable[[], None] | None = None
+    ) -> None:
         super().__init__(config)
         self.gateway = gateway
         self.grace = grace
+        self.on_hangup = on_hangup
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -72,7 +71,7 @@ class GatewayServer(uvicorn.Server):
         yield
 
     async def shutdown(self, sockets: Any = None) -> None:
-        log.info("shutdown_started", grace_s=self.grace, calls=self.gateway.dispatcher.running)
+        log.info("shutdown_started", grace_s=self.grace, calls=self.gateway.running)
         draining = asyncio.create_task(self.gateway.drain(self.grace), name="drain")
         try:
             await super().shutdown(sockets)  # stop accepting, close idle connections, wait for busy ones
@@ -82,7 +81,7 @@ class GatewayServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def signals(self) -> Iterator[None]:
-        """SIGTERM/SIGINT: a graceful stop (a second SIGINT: stop waiting); SIGHUP: logged, ignored."""
+        """SIGTERM/SIGINT: a graceful stop (a second SIGINT: stop waiting); SIGHUP: reload the configuration."""
         loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, self._stop, sig)
@@ -96,9 +95,12 @@ class GatewayServer(uvicorn.Server):
     def _stop(self, sig: int) -> None:
         log.info("signal_received", signal=signal.Signals(sig).name)
         if self.should_exit and sig == signal.SIGINT:  # Ctrl-C again: answer the running calls now
-            self.gateway.dispatcher.hurry()
+            self.gateway.hurry()
         self.handle_exit(sig, None)
 
-    @staticmethod
-    def _hangup() -> None:
-        log.warning("sighup_ignored", reason="configuration reload is not supported yet; restart to apply changes")
+    def _hangup(self) -> None:
+        log.info("signal_received", signal="SIGHUP")
+        if self.on_hangup is None:
+            log.warning("sighup_ignored", reason="no configuration file to reload")
+            return
+        self.on_hangup()

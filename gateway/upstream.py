@@ -29,14 +29,15 @@ import orjson
 import structlog
 
 from gateway.breaker import STATE_VALUES, CircuitBreaker, Permit
+from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.settings import BreakerSettings, UpstreamBackendSettings, UpstreamTimeouts
 
 __all__ = [
     "UPSTREAMS",
     "CircuitBreaker",
     "Upstream",
     "UpstreamSettings",
-    "backend_timeout_s",
     "failure_for_status",
     "is_json",
     "json_of",
@@ -47,8 +48,6 @@ log = structlog.get_logger("toolplex.upstream")
 
 # Failures that prove the request never reached the upstream: safe to send again.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # limits.max_upstream_response_bytes
-LIMIT_KEY = "max_upstream_response_bytes"  # the gateway-wide limit, handed to each backend's settings
 # A cancellation this close to the call's deadline is the deadline passing (timers of the
 # dispatcher and of the request fire in the same loop iteration, in either order).
 DEADLINE_SLACK_S = 0.05
@@ -59,47 +58,45 @@ VERDICT_KEY = "toolplex.verdict"
 MIN_RETRY_AFTER_MS = 1000  # what a caller refused by an open breaker is told to wait, at least
 
 
+_TIMEOUTS = UpstreamTimeouts()  # the defaults live in the settings models, once
+_BREAKER = BreakerSettings()
+_UPSTREAM = UpstreamBackendSettings.model_fields
+
+
 @dataclass
 class UpstreamSettings:
+    """One upstream client's settings (`from_config`); defaults for clients built in code come from the models."""
+
     url: str
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 30.0  # requests without a call deadline only (discovery, sessions)
-    total_timeout_s: float = 60.0  # likewise
-    retries: int = 2
-    backoff_s: float = 0.2
-    breaker_failures: int = 5
-    breaker_cooldown_s: float = 30.0
-    max_connections: int = 50
+    connect_timeout_s: float = _TIMEOUTS.connect
+    read_timeout_s: float = _TIMEOUTS.read  # requests without a call deadline only (discovery, sessions)
+    total_timeout_s: float = _TIMEOUTS.total  # likewise
+    retries: int = _UPSTREAM["retries"].default
+    backoff_s: float = _UPSTREAM["retry_backoff_s"].default
+    breaker_failures: int = _BREAKER.failures
+    breaker_cooldown_s: float = _BREAKER.cooldown_s
+    max_connections: int = _UPSTREAM["max_connections"].default
     headers: dict[str, str] = field(default_factory=dict)
     timeout_s: float | None = None  # caps the deadline of every call to this backend (Dispatcher.deadline_for)
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    max_response_bytes: int = LimitsSettings().max_upstream_response_bytes
 
     @classmethod
-    def from_config(cls, settings: Mapping[str, Any]) -> UpstreamSettings:
-        timeouts = settings.get("timeouts_s") or {}
-        breaker = settings.get("circuit_breaker") or {}
-        cap = settings.get("timeout_s")
+    def from_config(cls, settings: UpstreamBackendSettings, max_response_bytes: int) -> UpstreamSettings:
+        """The client settings of one upstream backend, with the gateway-wide bound on answers."""
         return cls(
-            url=settings["url"].rstrip("/"),
-            connect_timeout_s=float(timeouts.get("connect", 5.0)),
-            read_timeout_s=float(timeouts.get("read", 30.0)),
-            total_timeout_s=float(timeouts.get("total", 60.0)),
-            retries=int(settings.get("retries", 2)),
-            backoff_s=float(settings.get("retry_backoff_s", 0.2)),
-            breaker_failures=int(breaker.get("failures", 5)),
-            breaker_cooldown_s=float(breaker.get("cooldown_s", 30.0)),
-            max_connections=int(settings.get("max_connections", 50)),
-            headers=dict(settings.get("headers") or {}),
-            timeout_s=float(cap) if cap is not None else None,
-            max_response_bytes=int(settings.get(LIMIT_KEY) or DEFAULT_MAX_RESPONSE_BYTES),
+            url=settings.url.rstrip("/"),
+            connect_timeout_s=settings.timeouts_s.connect,
+            read_timeout_s=settings.timeouts_s.read,
+            total_timeout_s=settings.timeouts_s.total,
+            retries=settings.retries,
+            backoff_s=settings.retry_backoff_s,
+            breaker_failures=settings.circuit_breaker.failures,
+            breaker_cooldown_s=settings.circuit_breaker.cooldown_s,
+            max_connections=settings.max_connections,
+            headers=dict(settings.headers),
+            timeout_s=settings.timeout_s,
+            max_response_bytes=max_response_bytes,
         )
-
-
-def backend_timeout_s(backend: Any) -> float | None:
-    """A backend's configured `timeout_s` (the cap on its calls' deadlines), or None."""
-    settings = getattr(backend, "settings", None)
-    value = settings.get("timeout_s") if isinstance(settings, Mapping) else None
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass(eq=False)
@@ -522,8 +519,9 @@ class Credentials:
     forward_authorization: bool = False
 
     @classmethod
-    def from_config(cls, settings: Mapping[str, Any]) -> Credentials:
-        return cls(settings.get("api_key") or None, bool(settings.get("forward_authorization", False)))
+    def of(cls, api_key: str | None, settings: UpstreamBackendSettings) -> Credentials:
+        """A backend's credentials: its `api_key` (empty: none) and its `forward_authorization`."""
+        return cls(api_key or None, settings.forward_authorization)
 
     def own(self) -> dict[str, str]:
         """Headers of requests made for the gateway itself (discovery)."""

@@ -23,35 +23,15 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from gateway.config.models import WorkspacesSettings
 from gateway.errors import ErrorKind, GatewayError
 from gateway.model import CallContext, principal_name
 
 MAX_ENTRIES = 10_000  # files and folders in one workspace: bounds every walk of it
 DIR_PATTERN = re.compile(r"^ws-[0-9a-f]{32}$")
 SHOWN_NAME = "workspace"  # what clients see as the workspace's own name (the real node's directory name)
-MiB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class WorkspaceSettings:
-    root: str | None = None  # None: a per-process temporary directory, removed at close
-    max_bytes_per_workspace: int = 256 * MiB
-    max_workspaces: int = 256
-    idle_s: float = 1800.0
-
-    @classmethod
-    def from_config(cls, section: Mapping[str, Any]) -> WorkspaceSettings:
-        return cls(
-            root=section.get("root") or None,
-            max_bytes_per_workspace=int(section.get("max_bytes_per_workspace", cls.max_bytes_per_workspace)),
-            max_workspaces=int(section.get("max_workspaces", cls.max_workspaces)),
-            idle_s=float(section.get("idle_s", cls.idle_s)),
-        )
 
 
 def key_for(context: CallContext) -> str:
@@ -66,7 +46,7 @@ def outside(path: str) -> GatewayError:
 class Workspaces:
     """Session key -> directory; thread-safe (Python tools run in threads)."""
 
-    def __init__(self, settings: WorkspaceSettings) -> None:
+    def __init__(self, settings: WorkspacesSettings) -> None:
         self.settings = settings
         self._root: Path | None = None
         self._temporary = settings.root is None

@@ -46,7 +46,7 @@ async def asgi_client(config_yaml: str, env: dict[str, str] | None = None) -> As
     """An httpx client talking to an in-process gateway whose lifespan has run."""
     config = parse_config(textwrap.dedent(config_yaml), "test.yaml", env=env if env is not None else dict(os.environ))
     app = create_app(config)
-    async with app.router.lifespan_context(app):
+    async with app.lifespan():
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=30) as client:
             client.app = app  # type: ignore[attr-defined]
@@ -76,7 +76,7 @@ def track_runs(gateway: Gateway) -> list[weakref.ref[Run]]:
 
 async def call_tool(gateway: Gateway, tool: str, arguments: dict[str, Any] | None = None, **fields: Any) -> Outcome:
     """One call through the dispatch core, as a front would make it."""
-    return await gateway.dispatcher.call(Call(tool, arguments or {}, **fields))
+    return await gateway.services.call(Call(tool, arguments or {}, **fields))
 
 
 def wait_for_http(url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
@@ -99,7 +99,19 @@ def wait_for_http(url: str, process: subprocess.Popen[bytes] | None = None, time
 def gateway_process(
     config_path: Path, env: dict[str, str] | None = None, log_path: Path | None = None
 ) -> Iterator[str]:
-    """`toolplex serve` as a real subprocess on a free port; yields its base URL.
+    """`toolplex serve` as a real subprocess on a free port; yields its base URL."""
+    with served_gateway(config_path, env, log_path) as (base, _process):
+        yield base
+
+
+@contextlib.contextmanager
+def served_gateway(
+    config_path: Path,
+    env: dict[str, str] | None = None,
+    log_path: Path | None = None,
+    extra_args: list[str] | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`toolplex serve` as a real subprocess on a free port; yields its base URL and the process.
 
     Its log (stderr) goes to `log_path`, or to a temporary file: never to a pipe nobody reads,
     which would block the server once the pipe is full.
@@ -108,7 +120,7 @@ def gateway_process(
     cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config_path), "--port", str(port)]
     log = open(log_path, "wb") if log_path else tempfile.TemporaryFile()  # noqa: SIM115
     process = subprocess.Popen(
-        cmd,
+        [*cmd, *(extra_args or [])],
         cwd=ROOT,
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
@@ -117,7 +129,7 @@ def gateway_process(
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(f"{base}/healthz", process)
-        yield base
+        yield base, process
     finally:
         stop(process)
         log.close()

@@ -12,21 +12,25 @@ from typing import Any
 import jwt
 
 from adapters.arcade import codec
-from gateway.errors import ConfigError, GatewayError
+from adapters.arcade.settings import ArcadeBackendSettings
+from gateway.backends import BackendContext, BaseBackend
+from gateway.errors import GatewayError
 from gateway.model import CallContext, ToolSpec
 from gateway.upstream import Upstream, UpstreamSettings, json_of
 
 TOKEN_TTL_S = 60
 
 
-class ArcadeBackend:
-    def __init__(self, name: str, settings: dict[str, Any]) -> None:
-        self.name = name
+class ArcadeBackend(BaseBackend):
+    """One Arcade worker; its calls answer once, so it declares no features."""
+
+    settings: ArcadeBackendSettings
+
+    def __init__(self, settings: ArcadeBackendSettings, context: BackendContext) -> None:
         self.settings = settings
-        self.secret: str = settings.get("secret") or ""
-        if not self.secret:
-            raise ConfigError([f"backend {name!r}: an arcade backend needs 'secret' (the worker secret)"])
-        self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
+        self.name = settings.name
+        self.secret = settings.secret  # required and non-empty: the settings model refuses anything else
+        self.upstream = Upstream(self.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
 
     def _token(self) -> dict[str, str]:
         now = int(time.time())
@@ -80,8 +84,8 @@ class ArcadeBackend:
             out["user_id"] = context.user_id
         return out
 
-    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
-        secrets = {**(self.settings.get("secrets") or {}), **context.secrets}
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+        secrets = context.secrets  # the caller's; a backend's settings hold no tool secrets
         body = {
             "execution_id": context.call_id,
             "tool": spec.binding,

@@ -23,6 +23,8 @@ from urllib.parse import quote, unquote
 
 import httpx
 
+from adapters.http.settings import HttpBackendSettings
+from gateway.backends import BackendContext, BaseBackend
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import dumps
 from gateway.model import CallContext, ToolSpec
@@ -91,20 +93,24 @@ class Endpoint:
         return path, params, body if (body or self.method in _BODY_METHODS) else None
 
 
-class HttpBackend:
-    def __init__(self, name: str, settings: dict[str, Any]) -> None:
-        self.name = name
+class HttpBackend(BaseBackend):
+    """One upstream; each configured endpoint is a tool. Answers come whole: no features to declare."""
+
+    settings: HttpBackendSettings
+
+    def __init__(self, settings: HttpBackendSettings, context: BackendContext) -> None:
         self.settings = settings
-        self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
-        self.forward_authorization = bool(settings.get("forward_authorization", False))
+        self.name = settings.name
+        self.upstream = Upstream(self.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
+        self.forward_authorization = settings.forward_authorization
 
     async def discover(self) -> list[ToolSpec]:
-        toolkit = self.settings.get("toolkit") or "Http"
+        toolkit = self.settings.toolkit or "Http"
         specs = []
-        for tool in self.settings.get("tools", []):
-            method = tool.get("method", "GET").upper()
-            path_params = tuple(_PLACEHOLDER.findall(tool["path"]))
-            schema = tool.get("input_schema") or {"type": "object", "properties": {}}
+        for tool in self.settings.tools:
+            method = tool.method
+            path_params = tuple(_PLACEHOLDER.findall(tool.path))
+            schema = tool.input_schema or {"type": "object", "properties": {}}
             required = set(schema.get("required", []))
             missing = [p for p in path_params if p not in required]
             if missing:
@@ -112,28 +118,28 @@ class HttpBackend:
             specs.append(
                 ToolSpec(
                     toolkit=toolkit,
-                    name=tool["name"],
-                    version=tool.get("version", "1.0.0"),
-                    description=tool.get("description", f"{method} {tool['path']}"),
+                    name=tool.name,
+                    version=tool.version,
+                    description=tool.description if tool.description is not None else f"{method} {tool.path}",
                     input_schema=schema,
-                    output_schema=tool.get("output_schema"),
+                    output_schema=tool.output_schema,
                     backend=self.name,
                     language="remote",
-                    timeout=tool.get("timeout_s"),
+                    timeout=tool.timeout_s,
                     side_effects=method not in ("GET", "HEAD"),
                     source=f"backend {self.name!r} ({redact_text(self.upstream.settings.url)})",
                     binding=Endpoint(
                         method=method,
-                        path=tool["path"],
+                        path=tool.path,
                         path_params=path_params,
-                        query=tuple(tool.get("query", [])),
-                        body=tuple(tool["body"]) if "body" in tool else None,
+                        query=tuple(tool.query),
+                        body=tuple(tool.body) if tool.body is not None else None,
                     ),
                 )
             )
         return specs
 
-    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         endpoint: Endpoint = spec.binding
         path, params, body = endpoint.split(arguments)
         headers = {}

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 
 from adapters.jsonrpc import codec
+from adapters.jsonrpc.settings import JsonRpcBackendSettings
+from gateway.backends import BackendContext, BaseBackend
 from gateway.catalog import distinct_specs
 from gateway.errors import Failure, GatewayError
 from gateway.model import CallContext, ToolSpec
@@ -29,13 +31,15 @@ from gateway.upstream import (
 )
 
 
-class JsonRpcBackend:
-    def __init__(self, name: str, settings: dict[str, Any]) -> None:
-        self.name = name
+class JsonRpcBackend(BaseBackend):
+    """One seed-002 server; declares no optional feature (no streaming, no sessions)."""
+
+    def __init__(self, settings: JsonRpcBackendSettings, context: BackendContext) -> None:
+        self.name = name = settings.name
         self.settings = settings
-        self.path = str(settings.get("path", "/rpc"))
-        self.credentials = Credentials.from_config(settings)
-        self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
+        self.path = settings.path
+        self.credentials = Credentials.of(settings.api_key, settings)
+        self.upstream = Upstream(name, UpstreamSettings.from_config(settings, context.max_response_bytes))
         # Toolkit of tools whose title is not `Toolkit.Name` (servers other than a Toolplex).
         self.default_toolkit = "".join(w[:1].upper() + w[1:] for w in name.replace("-", "_").split("_")) or "Rpc"
 
@@ -89,7 +93,7 @@ class JsonRpcBackend:
             out["timeout"] = max(1, math.floor(remaining * 1000))
         return out
 
-    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         body = codec.execute_request(context.call_id, spec.binding, arguments, self._context(context))
         response = await self.upstream.request(
             "POST", self.path, json=body, headers=self._headers(context), deadline=context.deadline

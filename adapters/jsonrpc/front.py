@@ -24,7 +24,8 @@ from gateway.http import is_json_content_type, json_response, parse_json, read_b
 from gateway.model import Call, CallContext, Principal
 
 if TYPE_CHECKING:
-    from gateway.runtime import Gateway
+    from adapters.jsonrpc.settings import JsonRpcFrontSettings
+    from gateway.services import FrontServices
 
 FRONT = "jsonrpc"
 METHODS = ("tool.execute", "tool.list")
@@ -38,17 +39,18 @@ _CLIENT_AUTHORIZATION: ContextVar[str | None] = ContextVar("client_authorization
 
 
 class JsonRpcFront:
-    def __init__(self, gateway: Gateway, settings: dict[str, Any]) -> None:
-        self.gateway = gateway
-        self.path: str = settings.get("path", "/rpc")
-        self.max_batch: int = int(settings.get("max_batch", 50))
-        cap = settings.get("max_timeout_ms")
-        self.max_timeout_ms: float | None = float(cap) if cap is not None else None
+    """The handler of one configuration: rebuilt on reload, it keeps nothing but the services and settings."""
+
+    def __init__(self, services: FrontServices, settings: JsonRpcFrontSettings) -> None:
+        self.services = services
+        self.path = settings.path
+        self.max_batch = settings.max_batch
+        self.max_timeout_ms = settings.max_timeout_ms
 
     async def handle(self, request: HttpRequest) -> Response:
         _CLIENT_AUTHORIZATION.set(request.headers.get("authorization"))  # for backends that forward it
         try:
-            principal = self.gateway.auth.authenticate(request.headers)
+            principal = self.services.authenticate(request.headers)
         except GatewayError as exc:
             err = codec.failure_error(exc.failure, None, None, None)
             return json_response(codec.error(None, err), status=401, headers={"WWW-Authenticate": "Bearer"})
@@ -58,7 +60,8 @@ class JsonRpcFront:
             err = codec.RpcError(codec.INVALID_REQUEST, f"Content-Type must be application/json, got {content_type!r}")
             return json_response(codec.error(None, err), status=415)
         try:
-            message = parse_json(await read_body(request, self.gateway.max_body_bytes), self.gateway.max_json_depth)
+            limits = self.services.limits
+            message = parse_json(await read_body(request, limits.max_body_bytes), limits.max_json_depth)
         except GatewayError as exc:
             if exc.failure.kind == ErrorKind.TOO_LARGE:
                 return json_response(codec.error(None, codec.RpcError(codec.INVALID_REQUEST, exc.failure.message)), 413)
@@ -117,14 +120,14 @@ class JsonRpcFront:
 
     def _list(self, params: dict[str, Any], principal: Principal | None) -> dict[str, Any]:
         language = codec.parse_list(params)
-        specs = self.gateway.dispatcher.visible_tools(principal)  # only what this caller may call
+        specs = self.services.tools(principal)  # only what this caller may call
         return {"tools": [codec.registration(s) for s in specs if language is None or s.language == language]}
 
     async def _execute(self, req: codec.Request, principal: Principal | None) -> dict[str, Any]:
         params = codec.parse_execute(req.params)
         if params.language is not None:
             try:
-                spec = self.gateway.catalog.resolve(params.tool, params.version)
+                spec = self.services.resolve(params.tool, params.version)
             except GatewayError:
                 pass  # dispatch answers (and logs) the unknown tool like any other call
             else:
@@ -149,7 +152,7 @@ class JsonRpcFront:
             context=context,
             timeout=timeout_ms / 1000 if timeout_ms is not None else None,
         )
-        outcome = await self.gateway.dispatcher.call(call)
+        outcome = await self.services.call(call)
         if outcome.error is not None:
             spec = outcome.spec
             tool, language = (spec.flat_name, spec.language) if spec else (params.tool, params.language)
@@ -157,6 +160,7 @@ class JsonRpcFront:
         return codec.result(outcome)
 
 
-def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
-    front = JsonRpcFront(gateway, settings)
+def routes(services: FrontServices, settings: JsonRpcFrontSettings) -> list[BaseRoute]:
+    """The one route of the front (`gateway.plugins.FrontPlugin`)."""
+    front = JsonRpcFront(services, settings)
     return [Route(front.path, front.handle, methods=["POST"])]

@@ -20,6 +20,8 @@ import orjson
 from adapters.opentool import codec
 from adapters.opentool.document import Document, DocumentError, Function, load_description, parse_document
 from adapters.opentool.document import document_specs as specs_of
+from adapters.opentool.settings import OpenToolBackendSettings
+from gateway.backends import BackendContext, BaseBackend, Feature
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
 from gateway.model import CallContext, ToolSpec
 from gateway.upstream import (
@@ -35,14 +37,18 @@ from gateway.upstream import (
 _NO_STREAM = object()  # the upstream has no /streamCall: call /call instead
 
 
-class OpenToolBackend:
-    def __init__(self, name: str, settings: dict[str, Any]) -> None:
-        self.name = name
+class OpenToolBackend(BaseBackend):
+    """One OpenTool server; streams a call through `/streamCall` when the client streams."""
+
+    features = frozenset({Feature.STREAM})
+
+    def __init__(self, settings: OpenToolBackendSettings, context: BackendContext) -> None:
+        self.name = settings.name
         self.settings = settings
-        self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
-        self.base_path = settings.get("path", "/opentool").rstrip("/")
-        self.credentials = Credentials.from_config(settings)
-        self.description_file: str | None = settings.get("description_file") or None
+        self.upstream = Upstream(self.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
+        self.base_path = settings.path.rstrip("/")
+        self.credentials = Credentials.of(settings.api_key, settings)
+        self.description_file = settings.description_file
         self.streams: bool | None = None  # False once /streamCall answered 404/405: not asked again
 
     # ---- discovery ----
@@ -104,7 +110,7 @@ class OpenToolBackend:
     def _headers(self, context: CallContext) -> dict[str, str]:
         return self.credentials.for_call(context.client_authorization)
 
-    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         function: Function = spec.binding
         body = {
             "jsonrpc": "2.0",

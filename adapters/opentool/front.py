@@ -26,7 +26,8 @@ from gateway.http import (
 from gateway.model import Call, CallContext, Principal
 
 if TYPE_CHECKING:
-    from gateway.runtime import Gateway
+    from adapters.opentool.settings import OpenToolFrontSettings
+    from gateway.services import FrontServices
 
 FRONT = "opentool"
 
@@ -54,14 +55,16 @@ def _rejection_response(rejected: _Rejected) -> Response:
 
 
 class OpenToolFront:
-    def __init__(self, gateway: Gateway, settings: dict[str, Any]) -> None:
-        self.gateway = gateway
-        self.prefix = settings.get("prefix", "/opentool")
-        self.server_url = settings.get("server_url")
+    """The handlers of one configuration: rebuilt on reload, they keep nothing but the services and settings."""
+
+    def __init__(self, services: FrontServices, settings: OpenToolFrontSettings) -> None:
+        self.services = services
+        self.prefix = settings.prefix
+        self.server_url = settings.server_url
 
     def _authenticate(self, request: Request) -> Principal | None:
         try:
-            return self.gateway.auth.authenticate(request.headers)
+            return self.services.authenticate(request.headers)
         except GatewayError as exc:
             raise _Rejected(exc.failure, 401) from None
 
@@ -74,7 +77,8 @@ class OpenToolFront:
                 f"Content-Type must be application/json, got {request.headers.get('content-type') or 'none'!r}"
             )
         try:
-            body = parse_json(await read_body(request, self.gateway.max_body_bytes), self.gateway.max_json_depth)
+            limits = self.services.limits
+            body = parse_json(await read_body(request, limits.max_body_bytes), limits.max_json_depth)
         except GatewayError as exc:
             code = codec.PARSE_ERROR if exc.failure.kind == ErrorKind.MALFORMED else codec.INVALID_REQUEST
             raise _Rejected(exc.failure, code) from None
@@ -115,14 +119,14 @@ class OpenToolFront:
             self._authenticate(request)
         except _Rejected as rejected:
             return _rejection_response(rejected)
-        return json_response({"version": self.gateway.version})
+        return json_response({"version": self.services.version})
 
     async def call(self, request: Request) -> Response:
         try:
             call, call_id = await self._parse_call(request)
         except _Rejected as rejected:
             return _rejection_response(rejected)
-        outcome = await self.gateway.dispatcher.call(call)
+        outcome = await self.services.call(call)
         if outcome.error is not None:
             return json_response(
                 codec.failure_body(call_id, outcome.error),
@@ -142,7 +146,7 @@ class OpenToolFront:
             yield _event("start", {"start": method})
             partial: asyncio.Queue[Any] = asyncio.Queue(maxsize=64)
             call.context.stream = partial.put  # a backend that streams sends each value here as it comes
-            task = asyncio.create_task(self.gateway.dispatcher.call(call))
+            task = asyncio.create_task(self.services.call(call))
             streamed = 0
             try:
                 while not (task.done() and partial.empty()):
@@ -171,12 +175,11 @@ class OpenToolFront:
             principal = self._authenticate(request)
         except _Rejected as rejected:
             return _rejection_response(rejected)
-        public = self.gateway.config.section("server").get("public_url")
-        base = (public or str(request.base_url)).rstrip("/")
+        base = (self.services.public_url or str(request.base_url)).rstrip("/")
         document = build_document(
-            self.gateway.dispatcher.visible_tools(principal),  # only what this caller may call
+            self.services.tools(principal),  # only what this caller may call
             title="Toolplex",
-            version=self.gateway.version,
+            version=self.services.version,
             description="Tools served by the Toolplex gateway",
             server_url=self.server_url or f"{base}{self.prefix}",
         )
@@ -187,8 +190,9 @@ def _event(name: str, data: Any) -> str:
     return f"event: {name}\ndata: {dumps(data)}\n\n"
 
 
-def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
-    front = OpenToolFront(gateway, settings)
+def routes(services: FrontServices, settings: OpenToolFrontSettings) -> list[BaseRoute]:
+    """The front's routes under its prefix (`gateway.plugins.FrontPlugin`)."""
+    front = OpenToolFront(services, settings)
     p = front.prefix
     return [
         Route(f"{p}/version", front.version, methods=["GET"]),

@@ -1,1 +1,13 @@
-"""OXP (Open eXecution Protocol, seed 003): the wire codec and the front; the backend reuses the codec."""
+"""OXP (Open eXecution Protocol, seed 003): the wire codec, the front and the backend that reuses the codec."""
+
+from adapters.oxp.settings import FRONT_DESCRIPTION, OxpBackendSettings, OxpFrontSettings
+from gateway.plugins import Adapter, BackendPlugin, FrontPlugin
+
+ADAPTER = Adapter(
+    name="oxp",
+    description=FRONT_DESCRIPTION,
+    front=FrontPlugin(settings=OxpFrontSettings, routes="adapters.oxp.front:routes"),
+    backend=BackendPlugin(settings=OxpBackendSettings, factory="adapters.oxp.backend:OxpBackend"),
+)
+
+__all__ = ["ADAPTER"]

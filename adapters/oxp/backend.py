@@ -19,38 +19,31 @@ import jwt
 import structlog
 
 from adapters.oxp import codec
+from adapters.oxp.settings import OxpBackendSettings
+from gateway.backends import BackendContext, BaseBackend, Feature
 from gateway.catalog import distinct_specs
-from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
+from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import CallContext, ToolSpec, principal_name
-from gateway.upstream import Upstream, UpstreamSettings, failure_for_status, json_of
+from gateway.upstream import Credentials, Upstream, UpstreamSettings, failure_for_status, json_of
 
 log = structlog.get_logger("toolplex.oxp.backend")
 
-DEFAULT_TTL_S = 60.0
-MIN_SECRET_BYTES = 32  # RFC 7518 3.2: an HS256 key is at least 256 bits
 
+class OxpBackend(BaseBackend):
+    """One OXP server upstream, reached with an API key, a minted JWT, both, or the client's own header."""
 
-class OxpBackend:
     # An OXP server checks each tool's requirements itself, and its challenge carries the
-    # authorization URL: the dispatcher leaves an authorization it knows no URL for to it.
-    checks_requirements = True
+    # authorization URL: the pipeline leaves an authorization it knows no URL for to it.
+    features = frozenset({Feature.CHECKS_REQUIREMENTS})
 
-    def __init__(self, name: str, settings: dict[str, Any]) -> None:
-        self.name = name
+    def __init__(self, settings: OxpBackendSettings, context: BackendContext) -> None:
+        self.name = settings.name
         self.settings = settings
-        self.path = str(settings.get("path") or "").rstrip("/")
-        try:
-            self.shape = codec.Shape(settings.get("shape", "flat"))
-        except ValueError:
-            raise ConfigError([f"backend {name!r}: 'shape' must be flat or wrapped"]) from None
-        self.api_key: str | None = settings.get("api_key") or None
-        self.jwt: dict[str, Any] | None = settings.get("jwt") or None
-        if self.jwt is not None:
-            secret = self.jwt.get("secret") or ""
-            if len(secret.encode()) < MIN_SECRET_BYTES:
-                raise ConfigError([f"backend {name!r}: jwt.secret must hold at least {MIN_SECRET_BYTES} bytes"])
-        self.forward_authorization = bool(settings.get("forward_authorization", False))
-        self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
+        self.path = settings.path.rstrip("/")
+        self.shape = codec.Shape(settings.shape)
+        self.credentials = Credentials.of(settings.api_key, settings)
+        self.jwt = settings.jwt
+        self.upstream = Upstream(self.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
 
     # ---- headers ----
 
@@ -61,28 +54,27 @@ class OxpBackend:
         claims: dict[str, Any] = {
             "sub": "toolplex",
             "iat": now,
-            "exp": now + max(1, round(float(self.jwt.get("ttl_s", DEFAULT_TTL_S)))),
+            "exp": now + max(1, round(self.jwt.ttl_s)),
             "jti": uuid.uuid4().hex,
         }
-        if self.jwt.get("audience"):
-            claims["aud"] = self.jwt["audience"]
-        return jwt.encode(claims, self.jwt["secret"], algorithm="HS256")
+        if self.jwt.audience:
+            claims["aud"] = self.jwt.audience
+        return jwt.encode(claims, self.jwt.secret, algorithm="HS256")
 
     def _credentials(self) -> dict[str, str]:
         """The backend's own credentials: the JWT as the bearer (the API key then goes in X-API-Key)."""
-        headers: dict[str, str] = {}
-        if self.jwt is not None:
-            headers["Authorization"] = f"Bearer {self._token()}"
-            if self.api_key:
-                headers["X-API-Key"] = self.api_key
-        elif self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
+        if self.jwt is None:
+            return self.credentials.own()
+        headers = {"Authorization": f"Bearer {self._token()}"}
+        if self.credentials.api_key:
+            headers["X-API-Key"] = self.credentials.api_key
         return headers
 
     def _headers(self, context: CallContext | None = None) -> dict[str, str]:
         headers = {codec.VERSION_HEADER: codec.OXP_VERSION}
-        if context is not None and self.forward_authorization:
-            # The client's own credentials replace the backend's; without them, nothing is sent.
+        if context is not None and self.credentials.forward_authorization:
+            # The client's own credentials replace the backend's; without them, nothing is sent
+            # (unlike `Credentials.for_call`, which falls back to the backend's own key).
             if context.client_authorization:
                 headers["Authorization"] = context.client_authorization
             return headers
@@ -114,7 +106,7 @@ class OxpBackend:
     # ---- calls ----
 
     def _request(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
-        upstream_id = str(spec.binding or spec.oxp_id)
+        upstream_id = str(spec.binding or spec.versioned_id)
         request = codec.CallRequest(
             tool_id=codec.parse_tool_id(upstream_id),
             raw_tool_id=upstream_id,
@@ -127,7 +119,7 @@ class OxpBackend:
         )
         return codec.encode_call_request(request, self.shape)
 
-    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         where = f"{self.path}/tools/call"
         response = await self.upstream.request(
             "POST",
@@ -136,7 +128,7 @@ class OxpBackend:
             headers=self._headers(context),
             deadline=context.deadline,
         )
-        failure = self._failure(response, spec, self.forward_authorization)
+        failure = self._failure(response, spec, self.credentials.forward_authorization)
         if failure is not None:
             raise GatewayError(failure)
         try:

@@ -8,6 +8,7 @@ body builders write it.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -16,7 +17,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.model import AuthorizationRequirement, Requirements, ToolSpec
+from gateway.model import AuthorizationRequirement, Outcome, Requirements, ToolSpec
 
 OXP_VERSION = "1.0"  # what this side speaks; sent as the OXP-Version header on every response
 VERSION_HEADER = "OXP-Version"
@@ -248,6 +249,22 @@ def _optional_id(data: dict[str, Any], key: str, where: str | None = None) -> st
     return value
 
 
+# ---- call_id as an idempotency key (gateway/idempotency.py holds the records) ----
+
+CALL_IDENTITY = "the same tool_id, input and user_id"  # what a call_id must keep naming while it is recorded
+
+
+def fingerprint(tool_id: str, arguments: dict[str, Any], user_id: str | None) -> str:
+    """What makes two requests with one call id "the same call": tool id as sent, input, user."""
+    canonical = orjson.dumps({"tool_id": tool_id, "input": arguments, "user_id": user_id}, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def recorded_by_tool(outcome: Outcome) -> bool:
+    """True when the tool ran (a 200 answer); only those outcomes are recorded and replayed."""
+    return status_of(outcome.error) == 200
+
+
 def encode_call_request(request: CallRequest, shape: Shape = Shape.WRAPPED) -> dict[str, Any]:
     """A `CallToolRequest` body, for a client of an OXP server (the inverse of `parse_call_request`)."""
     body: dict[str, Any] = {}
@@ -426,7 +443,7 @@ def tool_definition(spec: ToolSpec) -> dict[str, Any]:
     """A `ToolDefinition` with exactly the published fields."""
     needs = spec.requirements
     return {
-        "id": spec.oxp_id,
+        "id": spec.versioned_id,
         "name": spec.flat_name,
         "description": spec.description,
         "version": spec.version,

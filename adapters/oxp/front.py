@@ -1,8 +1,10 @@
 """The OXP front: `GET /health`, `GET /tools`, `POST /tools/call` under a prefix (default: the root).
 
 Every response carries `OXP-Version: 1.0`, errors included. Calls go
-through the `CallLedger`, which makes `call_id` an idempotency key and lets
-long calls outlive the request (see ledger.py).
+through the gateway's idempotent runs (`services.idempotent("oxp")`, see
+gateway/idempotency.py), which make `call_id` an idempotency key and let long
+calls outlive the request. The front object keeps nothing of its own: it is
+rebuilt on every reload, and the service it configures outlives it.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from adapters.oxp import codec
-from adapters.oxp.ledger import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, CallLedger, fingerprint, record_key
-from gateway.catalog import Catalog
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import (
     browser_form_content_type,
@@ -29,12 +29,14 @@ from gateway.http import (
     retry_after_headers,
     unsupported_media,
 )
-from gateway.model import Call, CallContext, ToolSpec, principal_name
+from gateway.model import Call, CallContext, Principal, ToolSpec
 
 if TYPE_CHECKING:
-    from gateway.runtime import Gateway
+    from adapters.oxp.settings import OxpFrontSettings
+    from gateway.idempotency import IdempotentRuns
+    from gateway.services import FrontServices
 
-FRONT = "oxp"
+FRONT = "oxp"  # also the namespace of its records in the state store: `oxp:call:<principal>:<call_id>`
 GRACE_S = 30.0  # beyond a call's deadline before a `running` record with no run is called lost
 MAX_LISTED = 20  # names in a "what exists" developer message
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -71,46 +73,40 @@ def guarded(handler: Handler) -> Handler:
 
 
 class OxpFront:
-    def __init__(self, gateway: Gateway, settings: dict[str, Any]) -> None:
-        self.gateway = gateway
-        self.prefix: str = settings.get("prefix", "")
-        self.patience = float(settings.get("patience_s", 30))
-        self.ledger = CallLedger(
-            gateway.store,
-            gateway.runs,
-            retention=float(settings.get("retention_s", 600)),
-            patience=self.patience,
-            retry_after_ms=int(settings.get("retry_after_ms", 1000)),
-            max_bytes=int(settings.get("retention_max_bytes", DEFAULT_MAX_BYTES)),
-            max_entries=int(settings.get("retention_max_entries", DEFAULT_MAX_ENTRIES)),
-        )
+    """The handlers of one configuration: the services, the settings, and the idempotent runs they configured."""
+
+    def __init__(self, services: FrontServices, settings: OxpFrontSettings, runs: IdempotentRuns) -> None:
+        self.services = services
+        self.settings = settings
+        self.runs = runs
 
     async def health(self, _request: Request) -> Response:
-        if self.gateway.ready:
+        if self.services.ready:
             return respond({"status": "ok"})
         return respond({"status": "starting"}, 503)
 
     async def list_tools(self, request: Request) -> Response:
         try:
-            principal = self.gateway.auth.authenticate(request.headers)
+            principal = self.services.authenticate(request.headers)
             codec.check_version_header(request.headers.get(codec.VERSION_HEADER))
         except GatewayError as exc:
             return failure_response(exc.failure)
-        specs = self.gateway.dispatcher.visible_tools(principal, latest_only=False)
+        specs = self.services.tools(principal, latest_only=False)
         return respond({"items": [codec.tool_definition(spec) for spec in specs]})
 
     async def call(self, request: Request) -> Response:
         shape = codec.Shape.FLAT
         try:
-            principal = self.gateway.auth.authenticate(request.headers)
+            principal = self.services.authenticate(request.headers)
             codec.check_version_header(request.headers.get(codec.VERSION_HEADER))
             if (form := browser_form_content_type(request)) is not None:
                 return respond(codec.wrap_error(shape, codec.error_body(unsupported_media(form))), 415)
             _check_content_type(request)
-            body = parse_json(await read_body(request, self.gateway.max_body_bytes), self.gateway.max_json_depth)
+            limits = self.services.limits
+            body = parse_json(await read_body(request, limits.max_body_bytes), limits.max_json_depth)
             shape, inner = codec.unwrap(body)
             parsed = codec.parse_call_request(inner)
-            spec = _resolve(self.gateway.catalog, parsed.tool_id)
+            spec = _resolve(self.services, principal, parsed.tool_id)
             call = Call(
                 tool=spec.flat_name,
                 version=spec.version,
@@ -126,10 +122,9 @@ class OxpFront:
                     client_authorization=request.headers.get("authorization"),
                 ),
             )
-            key = record_key(principal_name(principal), call.context.call_id)
-            fp = fingerprint(parsed.raw_tool_id, parsed.input, parsed.user_id)
-            lost_after = self.gateway.dispatcher.deadline_for(call, spec) + self.patience + GRACE_S
-            outcome = await self.ledger.call(key, fp, call, lost_after)
+            fp = codec.fingerprint(parsed.raw_tool_id, parsed.input, parsed.user_id)
+            lost_after = self.services.deadline_for(call, spec) + self.settings.patience_s + GRACE_S
+            outcome = await self.runs.call(call.context.call_id, fp, call, lost_after)
         except GatewayError as exc:
             return failure_response(exc.failure, shape)
         if codec.status_of(outcome.error) != 200:
@@ -158,19 +153,20 @@ def _check_content_type(request: Request) -> None:
     raise codec.malformed(f"Content-Type must be application/json, got {raw!r}")
 
 
-def _resolve(catalog: Catalog, tool_id: codec.ToolId) -> ToolSpec:
+def _resolve(services: FrontServices, principal: Principal | None, tool_id: codec.ToolId) -> ToolSpec:
     """The exact spec a tool id names, with a developer message that says what does exist."""
     try:
-        spec = catalog.resolve(tool_id.qualified_name, tool_id.version)
+        spec = services.resolve(tool_id.qualified_name, tool_id.version)
     except GatewayError as exc:
         failure = exc.failure
         if "available_versions" not in failure.details:
-            failure = _with_known_tools(catalog, tool_id, failure)
+            failure = _with_known_tools(services, principal, tool_id, failure)
         raise GatewayError(failure) from None
     if spec.qualified_name != tool_id.qualified_name:  # flat names collide across the dot: not the same tool
         raise GatewayError(
             _with_known_tools(
-                catalog,
+                services,
+                principal,
                 tool_id,
                 Failure(kind=ErrorKind.NOT_FOUND, message=f"Tool '{spec.flat_name}' was not found"),
             )
@@ -178,8 +174,11 @@ def _resolve(catalog: Catalog, tool_id: codec.ToolId) -> ToolSpec:
     return spec
 
 
-def _with_known_tools(catalog: Catalog, tool_id: codec.ToolId, failure: Failure) -> Failure:
-    kits = catalog.toolkits()
+def _with_known_tools(
+    services: FrontServices, principal: Principal | None, tool_id: codec.ToolId, failure: Failure
+) -> Failure:
+    """`failure` with a developer message naming what the caller could call instead (toolkits sorted by name)."""
+    kits = dict(sorted(services.toolkits(principal).items()))
     if tool_id.toolkit in kits:
         known = [s.qualified_name for s in kits[tool_id.toolkit]]
         what = f"toolkit {tool_id.toolkit} has {_listing(known)}"
@@ -198,9 +197,24 @@ def _listing(names: list[str]) -> str:
     return f"{shown} and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else shown
 
 
-def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
-    front = OxpFront(gateway, settings)
-    p = front.prefix
+def configure_runs(services: FrontServices, settings: OxpFrontSettings) -> IdempotentRuns:
+    """The idempotent runs of this front, (re)configured from its current settings (a reload may change them)."""
+    runs = services.idempotent(FRONT)
+    runs.configure(
+        retention=settings.retention_s,
+        patience=settings.patience_s,
+        retry_after_ms=settings.retry_after_ms,
+        max_bytes=settings.retention_max_bytes,
+        max_entries=settings.retention_max_entries,
+        recorded=codec.recorded_by_tool,
+        identity=codec.CALL_IDENTITY,
+    )
+    return runs
+
+
+def routes(services: FrontServices, settings: OxpFrontSettings) -> list[BaseRoute]:
+    front = OxpFront(services, settings, configure_runs(services, settings))
+    p = settings.prefix
     fallback = guarded(front.not_allowed)
     return [
         Route(f"{p}/health", guarded(front.health), methods=["GET"]),

@@ -26,10 +26,12 @@ import structlog
 
 from adapters.opentool.document import DocumentError, document_specs, parse_document
 from adapters.python.decorator import PythonTool, Toolkit, camel_case, tool_of
-from adapters.python.isolation import IsolationSettings, WorkerPool
-from gateway.backends import load_object
+from adapters.python.isolation import WorkerPool
+from adapters.python.settings import PythonBackendSettings
+from gateway.backends import BackendContext, BaseBackend
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import CallContext, ToolSpec
+from gateway.plugins import load_object
 
 log = structlog.get_logger("toolplex.python")
 
@@ -60,17 +62,19 @@ def decorated_functions(target: Any) -> list[Any]:
     return [target]
 
 
-class PythonBackend:
-    def __init__(self, name: str, settings: dict[str, Any]) -> None:
-        self.name = name
+class PythonBackend(BaseBackend):
+    """Runs the tools of one Python module; none of them streams partial results, so no features."""
+
+    settings: PythonBackendSettings
+
+    def __init__(self, settings: PythonBackendSettings, context: BackendContext) -> None:
         self.settings = settings
-        self.module_path: str = settings["module"]
-        self._executor = ThreadPoolExecutor(
-            max_workers=int(settings.get("workers", 16)), thread_name_prefix=f"tool-{name}"
-        )
+        self.name = settings.name
+        self.module_path = settings.module
+        self._executor = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix=f"tool-{self.name}")
         self.pool: WorkerPool | None = None
-        if settings.get("isolation", "none") == "process":
-            self.pool = WorkerPool(name, self.module_path, IsolationSettings.from_settings(settings))
+        if settings.isolation == "process":
+            self.pool = WorkerPool(self.name, self.module_path, settings)
 
     # ---- discovery ----
 
@@ -82,7 +86,7 @@ class PythonBackend:
         if self.pool is not None:
             await self.pool.warm()
         source = f"backend {self.name!r} ({self.module_path})"
-        toolkit = self.settings.get("toolkit")
+        toolkit = self.settings.toolkit
         if hasattr(target, "call") and hasattr(target, "load") and not isinstance(target, types.ModuleType):
             return await self._opentool_object(target, toolkit, source)
         if isinstance(target, types.ModuleType) and hasattr(target, "tool_info") and hasattr(target, "tool_function"):
@@ -160,12 +164,12 @@ class PythonBackend:
 
     # ---- invocation ----
 
-    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         binding = spec.binding
         if self.pool is not None:
             return await self.pool.execute(spec.flat_name, self._worker_binding(spec), arguments, context)
         if isinstance(binding, PythonTool):
-            return await self._invoke_decorated(binding, arguments, context)
+            return await self._call_decorated(binding, arguments, context)
         if isinstance(binding, _OpenToolBinding):
             return await self._run(binding.tool.call, context, binding.function, arguments)
         if isinstance(binding, _InfoFunctionBinding):
@@ -184,7 +188,7 @@ class PythonBackend:
             return {"style": "info"}
         raise GatewayError.of(ErrorKind.INTERNAL, f"Tool {spec.flat_name} has no Python binding")
 
-    async def _invoke_decorated(self, declared: PythonTool, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def _call_decorated(self, declared: PythonTool, arguments: dict[str, Any], context: CallContext) -> Any:
         kwargs = declared.keyword_arguments(arguments, context)
         value = await self._run(declared.func, context, **kwargs)
         return declared.schemas.output(value)

@@ -13,8 +13,7 @@ import asyncio
 import os
 import signal
 import sys
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -22,24 +21,10 @@ from adapters.stdio import PeerExited, RemoteError, StdioPeer, describe_exit
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
 from gateway.model import CallContext
 
+if TYPE_CHECKING:
+    from adapters.python.settings import PythonBackendSettings
+
 log = structlog.get_logger("toolplex.isolation")
-
-
-@dataclass(frozen=True)
-class IsolationSettings:
-    pool_size: int = 2
-    cpu_seconds: float | None = None
-    memory_mb: int | None = None
-
-    @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> IsolationSettings:
-        cpu = settings.get("cpu_seconds")
-        memory = settings.get("memory_mb")
-        return cls(
-            pool_size=int(settings.get("pool_size", 2)),
-            cpu_seconds=None if cpu is None else float(cpu),
-            memory_mb=None if memory is None else int(memory),
-        )
 
 
 def context_payload(context: CallContext) -> dict[str, Any]:
@@ -71,7 +56,8 @@ def worker_environment() -> dict[str, str]:
 class WorkerPool:
     """Up to `pool_size` workers for one backend; a call borrows one and returns it if it is still sound."""
 
-    def __init__(self, backend: str, module_path: str, settings: IsolationSettings) -> None:
+    def __init__(self, backend: str, module_path: str, settings: PythonBackendSettings) -> None:
+        # pool_size, cpu_seconds and memory_mb are read from the backend's settings, where their defaults live.
         self.backend = backend
         self.module_path = module_path
         self.settings = settings

@@ -30,9 +30,9 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from adapters.python.backend import decorated_functions
 from adapters.python.decorator import PythonTool, tool_of
-from gateway.backends import load_object
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import CallContext, Principal
+from gateway.plugins import load_object
 
 MiB = 1024 * 1024
 TOOL_ERROR = -32000  # the seed's "tool execution error"; data.failure carries the canonical failure

@@ -37,11 +37,13 @@ from jsonschema.exceptions import SchemaError
 
 from adapters.toolserver import codec
 from adapters.toolserver.nodes import SHARED, Continuation, Continuations, NodeSession, NodeSessions
+from adapters.toolserver.settings import ToolServerBackendSettings
+from gateway.backends import BackendContext, BaseBackend, Feature
 from gateway.catalog import validate_spec
 from gateway.errors import ErrorKind, GatewayError
 from gateway.model import CallContext, ToolSpec, principal_name
 from gateway.routing import apply_routing
-from gateway.upstream import Upstream, UpstreamSettings, failure_for_status, json_of
+from gateway.upstream import Credentials, Upstream, UpstreamSettings, failure_for_status, json_of
 
 log = structlog.get_logger("toolplex.toolserver")
 
@@ -116,24 +118,27 @@ def _text(detail: Any) -> str:
     return detail if isinstance(detail, str) else orjson.dumps(detail, default=str).decode()
 
 
-class ToolServerBackend:
-    def __init__(self, name: str, settings: dict[str, Any]) -> None:
-        self.name = name
-        self.settings = settings
-        self.upstream = Upstream(name, UpstreamSettings.from_config(settings))
+class ToolServerBackend(BaseBackend):
+    """One ToolServerNode upstream: its node sessions, its 450 continuations and its workspace passthrough."""
+
+    # Node sessions released with the front's (SESSIONS), the session's files upstream (WORKSPACES),
+    # and the node's own env descriptions for the front's listings (ENV_DESCRIPTIONS).
+    features = frozenset({Feature.SESSIONS, Feature.WORKSPACES, Feature.ENV_DESCRIPTIONS})
+
+    def __init__(self, settings: ToolServerBackendSettings, context: BackendContext) -> None:
+        self.name = settings.name
+        self.settings: ToolServerBackendSettings = settings
+        self.upstream = Upstream(settings.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
         self.upstream.client.cookies = httpx.Cookies(CookieJar(policy=_NoCookies()))
-        self.path = str(settings.get("path", "")).rstrip("/")
-        mode = settings.get("sessions", "per_session")
-        self.per_session = mode == "per_session"
-        self.sessionless = mode == "none"  # a bare node: no cookies at all (also set when detected)
+        self.path = settings.path.rstrip("/")
+        self.per_session = settings.sessions == "per_session"
+        self.sessionless = settings.sessions == "none"  # a bare node: no cookies at all (also set when detected)
         self.env_descriptions: dict[str, str] = {}  # the upstream's env descriptions, for the front's listings
-        self.api_key: str | None = settings.get("api_key")
-        self.forward_authorization = bool(settings.get("forward_authorization", False))
-        idle = float(settings.get("session_idle_s", 1800))
-        self.sessions = NodeSessions(int(settings.get("max_sessions", 1000)), idle)
-        self.continuations = Continuations(int(settings.get("max_sessions", 1000)) * 10, idle)
-        self.follow_max_calls = int(settings.get("follow_max_calls", 100))
-        self.follow_backoff_s = float(settings.get("follow_backoff_s", 0.2))
+        self.credentials = Credentials.of(settings.api_key, settings)
+        self.sessions = NodeSessions(settings.max_sessions, settings.session_idle_s)
+        self.continuations = Continuations(settings.max_sessions * 10, settings.session_idle_s)
+        self.follow_max_calls = settings.follow_max_calls
+        self.follow_backoff_s = settings.follow_backoff_s
         self.gateway_names: dict[str, str] = {}  # upstream tool name -> its gateway flat name
         self.relay_name: str | None = None  # the relay's gateway flat name, None when routing drops it
         self._releases: set[asyncio.Task[None]] = set()
@@ -150,13 +155,10 @@ class ToolServerBackend:
         return context.session_key or f"{context.front}/{principal_name(context.principal)}/"
 
     def _headers(self, node: NodeSession, authorization: str | None = None) -> dict[str, str]:
-        headers = {}
+        """The node session's cookie, and the client's Authorization (forwarded) or the backend's key."""
+        headers = self.credentials.for_call(authorization)
         if node.node_id is not None:
             headers["Cookie"] = f"{COOKIE}={node.node_id}"
-        if self.forward_authorization and authorization:
-            headers["Authorization"] = authorization
-        elif self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
     async def _new_cookie(self, deadline: float) -> str | None:
@@ -166,7 +168,7 @@ class ToolServerBackend:
         """
         if self.sessionless:
             return None
-        auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        auth = self.credentials.own()
         response = await self.upstream.request("POST", f"{self.path}/get_cookie", deadline=deadline, headers=auth)
         if response.status_code in NO_SESSION_ENDPOINT:  # the seed's spelling
             response = await self.upstream.request("POST", f"{self.path}/get_cookies", deadline=deadline, headers=auth)
@@ -400,7 +402,7 @@ class ToolServerBackend:
 
     def _learn_names(self, specs: list[ToolSpec]) -> None:
         """The gateway names of this backend's tools after routing, to translate `next_calling`."""
-        routed = apply_routing(specs, {**self.settings, "name": self.name})
+        routed = apply_routing(specs, self.settings)
         names: dict[str, str] = {}
         for spec in sorted((s for s in routed if isinstance(s.binding, str)), key=lambda s: _version_key(s.version)):
             names[spec.binding] = spec.flat_name
@@ -411,7 +413,7 @@ class ToolServerBackend:
 
     # ---- calls ----
 
-    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         key = self._key(context.session_key)
         owner = self._owner(context)
         deadline = context.deadline if context.deadline is not None else self._deadline()
@@ -442,7 +444,7 @@ class ToolServerBackend:
             pause = min(self.follow_backoff_s * 2 ** (follows - 1), MAX_FOLLOW_PAUSE_S)
             await asyncio.sleep(max(0.0, min(pause, deadline - time.monotonic())))
             response = await self._execute(key, tool, arguments, context, deadline)
-        return self._result(response, tool, forwarded=self.forward_authorization)
+        return self._result(response, tool, forwarded=self.credentials.forward_authorization)
 
     async def _execute(
         self, key: str, tool: str, arguments: dict[str, Any], context: CallContext, deadline: float

@@ -10,6 +10,10 @@ byte for byte to the caller's node of a `toolserver` backend when there is one.
 Listings show only what the caller may call; `/get_available_tools` adds an
 `x-toolplex` member (ignored by XAgent) carrying what the node's format lacks
 (toolkit, version, full description), so Toolplex behind Toolplex loses nothing.
+
+The front sees the core only through `FrontServices`. It is rebuilt on every
+reload, so everything that must outlive one (sessions, pending runs, result
+handles) lives in the services' registries and store, never in this object.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ import contextlib
 import re
 import secrets
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 from starlette.requests import Request
@@ -28,6 +32,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from adapters.toolserver import codec, shapes, workspace
+from adapters.toolserver.settings import ToolServerFrontSettings
+from gateway.backends import Backend, EnvDescriptions, Feature, SessionBackend, WorkspaceBackend
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.http import (
     browser_form_content_type,
@@ -37,15 +43,15 @@ from gateway.http import (
     retry_after_headers,
     unsupported_media,
 )
-from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permitted, principal_name
-from gateway.retrieval import retrieve
-from gateway.sessions import Session, SessionRegistry
+from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, principal_name
+from gateway.sessions import Session
 from gateway.workspaces import key_for
 
 if TYPE_CHECKING:
-    from gateway.runtime import Gateway
+    from gateway.services import FrontServices
 
 FRONT = "toolserver"
+KIND = "toolserver"  # the backend kind whose nodes can hold a session's files
 COOKIE = "node_id"
 COLLECT_TOOL = "Toolplex_collect_result"  # served here, never listed
 COLLECT_NAMES = frozenset({COLLECT_TOOL, "Toolplex.collect_result"})
@@ -107,21 +113,27 @@ def _invalid_node(node_id: str | None) -> str:
 
 
 class ToolServerFront:
-    def __init__(self, gateway: Gateway, settings: dict[str, Any]) -> None:
-        self.gateway = gateway
-        self.prefix: str = settings.get("prefix", "")
-        self.patience = float(settings.get("patience_s", 5))
-        self.env_tool_cap = int(settings.get("env_tool_cap", 50))
-        self.retention = float(settings.get("result_retention_s", 600))
-        self.sessions = SessionRegistry(gateway.store, front=FRONT, idle_s=float(settings.get("session_idle_s", 1800)))
-        self.workspace_backend = _workspace_backend(gateway, settings.get("workspace_backend"))
-        self.max_upload_bytes = int(gateway.config.section("limits").get("max_upload_bytes", 100 * 1024 * 1024))
+    """The endpoints of one configuration; built again on every reload, holding only that configuration."""
+
+    def __init__(self, services: FrontServices, settings: ToolServerFrontSettings) -> None:
+        self.services = services
+        self.prefix = settings.prefix
+        self.patience = settings.patience_s
+        self.env_tool_cap = settings.env_tool_cap
+        self.retention = settings.result_retention_s
+        # The services keep the registry (and its sessions) across reloads; this only names it.
+        self.sessions = services.sessions(FRONT, idle_s=settings.session_idle_s)
+        self.workspace_backend = _workspace_backend(services, settings.workspace_backend)
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return self.services.limits.max_upload_bytes
 
     # ---- plumbing shared by every endpoint ----
 
     def _authenticate(self, request: Request) -> Principal | None:
         try:
-            return self.gateway.auth.authenticate(request.headers)
+            return self.services.authenticate(request.headers)
         except GatewayError as exc:
             raise _Answer(401, exc.failure.message) from None
 
@@ -134,19 +146,19 @@ class ToolServerFront:
         if session is None:
             raise _Answer(403, _invalid_node(node_id))
         caller = _Caller(principal, session)
-        self.gateway.workspaces.touch(str(caller.session_key))  # the workspace lives as long as its session
+        self.services.workspaces.touch(str(caller.session_key))  # the workspace lives as long as its session
         return caller
 
     async def _body(self, request: Request) -> Any:
         """The JSON body, or None when there is none."""
         try:
-            raw = await read_body(request, self.gateway.max_body_bytes)
+            raw = await read_body(request, self.services.limits.max_body_bytes)
         except GatewayError as exc:
             raise _Answer(413, exc.failure.message) from None
         if not raw.strip():
             return None
         try:
-            return parse_json(raw, self.gateway.max_json_depth)
+            return parse_json(raw, self.services.limits.max_json_depth)
         except GatewayError as exc:
             shown = raw[:200].decode(errors="replace")
             item = codec.validation_item("json_invalid", ["body"], exc.failure.message, shown)
@@ -196,27 +208,20 @@ class ToolServerFront:
 
     def _env_description(self, env: str, tools: list[ToolSpec]) -> str:
         """The backend's configured description, else its upstream's env description, else the tools'."""
-        backends = {b["name"]: b for b in self.gateway.config.data.get("backends") or []}
         for spec in tools:
-            configured = (backends.get(spec.backend) or {}).get("description")
+            configured = self.services.backend_description(spec.backend)
             if configured:
-                return str(configured)
+                return configured
         for spec in tools:
-            upstream = getattr(self.gateway.backends.get(spec.backend), "env_descriptions", None) or {}
-            if upstream.get(env):
-                return str(upstream[env])
+            described = _env_descriptions(self.services.backend(spec.backend))
+            if described.get(env):
+                return str(described[env])
         return codec.summary(env, tools)
-
-    def _kits(self, principal: Principal | None) -> dict[str, list[ToolSpec]]:
-        kits: dict[str, list[ToolSpec]] = {}
-        for spec in self.gateway.dispatcher.visible_tools(principal):
-            kits.setdefault(spec.toolkit, []).append(spec)
-        return kits
 
     def _envs(
         self, principal: Principal | None, cap: int | None, names: list[str] | None = None
     ) -> tuple[list[dict[str, Any]], list[str]]:
-        kits = self._kits(principal)
+        kits = self.services.toolkits(principal)
         wanted = list(kits) if names is None else names
         found, missing = [], []
         for name in wanted:
@@ -229,26 +234,22 @@ class ToolServerFront:
 
     def _lookup(self, name: str, principal: Principal | None) -> ToolSpec | None:
         """A tool the caller may call (hidden ones too: they are callable), else None."""
-        try:
-            spec = self.gateway.catalog.resolve(name)
-        except GatewayError:
-            return None
-        return spec if permitted(principal, spec) else None
+        return self.services.callable_tool(name, principal)
 
     # ---- endpoints ----
 
     async def get_cookie(self, request: Request, caller: _Caller) -> Response:
         await self._no_parameters(request)
         session = await self.sessions.create(caller.principal)
-        response = json_response({"message": "add cookie", "version": self.gateway.version})
+        response = json_response({"message": "add cookie", "version": self.services.version})
         response.set_cookie(COOKIE, session.id, path=self.prefix or "/", httponly=True, samesite="lax")
         return response
 
     async def get_available_tools(self, request: Request, caller: _Caller) -> Response:
         await self._no_parameters(request)
-        specs = self.gateway.dispatcher.visible_tools(caller.principal)
+        specs = self.services.tools(caller.principal)
         envs, _ = self._envs(caller.principal, self.env_tool_cap)
-        every_version = self.gateway.dispatcher.visible_tools(caller.principal, latest_only=False)
+        every_version = self.services.tools(caller.principal, latest_only=False)
         return json_response(
             {
                 "available_envs": envs,
@@ -264,7 +265,7 @@ class ToolServerFront:
         else:
             wanted = shapes.retrieval_request(await self._body(request))
         # Off the event loop; only tools this caller may call (a restricted key still gets top_k of its own).
-        found = await retrieve(self.gateway.catalog, wanted.question, wanted.top_k, caller.principal)
+        found = await self.services.search(wanted.question, wanted.top_k, caller.principal)
         return json_response(
             {"retrieved_tools": [s.flat_name for s in found], "tools_json": [codec.tool_json(s) for s in found]}
         )
@@ -296,7 +297,7 @@ class ToolServerFront:
         wanted = shapes.execute_request(await self._body(request))
         name = wanted.tool_name
         if wanted.env_name is not None:
-            if wanted.env_name not in self.gateway.catalog.toolkits(visible_only=False):
+            if not self.services.has_toolkit(wanted.env_name):
                 raise _Answer(404, f"The env {wanted.env_name} is not found!")
             if not name.startswith(f"{wanted.env_name}_"):
                 name = f"{wanted.env_name}_{name}"
@@ -307,17 +308,17 @@ class ToolServerFront:
         call = Call(tool=name, arguments=wanted.arguments, context=context, version=version or None)
         handle = secrets.token_urlsafe(32)
         try:
-            run = self.gateway.runs.start(handle, call, owner=caller.session_id)
+            run = self.services.runs.start(handle, call, owner=caller.session_id)
         except GatewayError as exc:
             raise _Answer(codec.status_of(exc.failure), codec.failure_detail(exc.failure)) from None
-        outcome = await self.gateway.runs.wait(run, self.patience)
+        outcome = await self.services.runs.wait(run, self.patience)
         if outcome is None:
             key = HANDLE_PREFIX + handle
-            await self.gateway.store.set(key, {"owner": caller.owner, "tool": name}, self.retention)
+            await self.services.store.set(key, {"owner": caller.owner, "tool": name}, self.retention)
             if caller.session_id is not None:
                 await self.sessions.own(caller.session_id, key)
             return self._retry(handle)
-        self.gateway.runs.forget(handle)
+        self.services.runs.forget(handle)
         return self._render(outcome, name, wanted.arguments)
 
     async def _collect(self, arguments: dict[str, Any], caller: _Caller) -> Response:
@@ -326,27 +327,27 @@ class ToolServerFront:
         if not HANDLE_PATTERN.match(handle):
             raise _Answer(404, gone)
         key = HANDLE_PREFIX + handle
-        record = await self.gateway.store.get(key)
+        record = await self.services.store.get(key)
         if record is None:
             raise _Answer(404, gone)
         if record.get("owner") != caller.owner:
             raise _Answer(403, "This result handle belongs to another session")
-        run = self.gateway.runs.get(handle)
+        run = self.services.runs.get(handle)
         if run is None:
             await self._drop_handle(key, caller)
             raise _Answer(404, gone)
-        outcome = await self.gateway.runs.wait(run, self.patience)
+        outcome = await self.services.runs.wait(run, self.patience)
         if outcome is None:
-            await self.gateway.store.touch(key, self.retention)
+            await self.services.store.touch(key, self.retention)
             return self._retry(handle)
-        if self.gateway.runs.get(handle) is not run:  # a concurrent collect took it first
+        if self.services.runs.get(handle) is not run:  # a concurrent collect took it first
             raise _Answer(404, gone)
-        self.gateway.runs.forget(handle)
+        self.services.runs.forget(handle)
         await self._drop_handle(key, caller)
         return self._render(outcome, str(record.get("tool")), run.call.arguments)
 
     async def _drop_handle(self, key: str, caller: _Caller) -> None:
-        await self.gateway.store.delete(key)
+        await self.services.store.delete(key)
         if caller.session_id is not None:
             await self.sessions.disown(caller.session_id, key)
 
@@ -380,7 +381,7 @@ class ToolServerFront:
         session = await self.sessions.get(node_id, caller.principal) if node_id is not None else None
         if session is None:
             return json_response(_invalid_node(node_id))
-        self.gateway.runs.cancel_owned_by(session.id)
+        self.services.runs.cancel_owned_by(session.id)
         return json_response(f"Close session: {session.id}")
 
     async def release_session(self, request: Request, caller: _Caller) -> Response:
@@ -389,40 +390,39 @@ class ToolServerFront:
         session = await self.sessions.release(node_id, caller.principal) if node_id is not None else None
         if session is None:
             return json_response(_invalid_node(node_id))
-        self.gateway.runs.cancel_owned_by(session.id)
+        self.services.runs.cancel_owned_by(session.id)
         for key in session.owned:
             if key.startswith(HANDLE_PREFIX):
-                self.gateway.runs.forget(key.removeprefix(HANDLE_PREFIX))
+                self.services.runs.forget(key.removeprefix(HANDLE_PREFIX))
         released = _Caller(caller.principal, session)
         await self._release_upstream(str(released.session_key))
-        self.gateway.workspaces.release(str(released.session_key))
+        self.services.workspaces.release(str(released.session_key))
         response = json_response(f"Release session: {session.id}")
         response.delete_cookie(COOKIE, path=self.prefix or "/", httponly=True, samesite="lax")
         return response
 
     async def _release_upstream(self, session_key: str) -> None:
-        """Backends that hold upstream sessions per front session (`toolserver`) let theirs go too."""
-        for backend in list(self.gateway.backends.values()):
-            release = getattr(backend, "release_session", None)
-            if release is not None:
-                try:
-                    await release(session_key)
-                except Exception:  # releasing is a courtesy to the upstream; the client's release succeeded
-                    log.exception("upstream_release_failed", backend=getattr(backend, "name", "?"))
+        """Backends that hold upstream sessions per front session (Feature.SESSIONS) let theirs go too."""
+        for backend in self.services.backends_with(Feature.SESSIONS):
+            try:
+                await cast(SessionBackend, backend).release_session(session_key)
+            except Exception:  # releasing is a courtesy to the upstream; the client's release succeeded
+                log.exception("upstream_release_failed", backend=backend.name)
 
     # ---- workspaces: the session's own, or passed through to its upstream node ----
 
-    def _workspace(self) -> Any:
-        backend = self.gateway.backends.get(self.workspace_backend or "")
-        if backend is None or not hasattr(backend, "forward"):
+    def _workspace(self) -> WorkspaceBackend:
+        """The backend whose node holds the session's files; it must serve workspaces (Feature.WORKSPACES)."""
+        backend = self.services.backend(self.workspace_backend or "")
+        if backend is None or Feature.WORKSPACES not in backend.features:
             raise _Answer(503, f"The workspace backend {self.workspace_backend!r} is not running")
-        return backend
+        return cast(WorkspaceBackend, backend)
 
     def _local(self, path: str) -> Handler:
         """The gateway's own workspace of the caller's session (no toolserver upstream holds the files)."""
 
         async def serve(request: Request, caller: _Caller) -> Response:
-            spaces = self.gateway.workspaces
+            spaces = self.services.workspaces
             key = key_for(caller.context())
             if path == "upload_file":
                 return await workspace.upload(request, spaces, key, self.max_upload_bytes)
@@ -440,7 +440,9 @@ class ToolServerFront:
         async def forward(request: Request, caller: _Caller) -> Response:
             backend = self._workspace()
             limit = (
-                self.max_upload_bytes + MULTIPART_OVERHEAD if path == "/upload_file" else self.gateway.max_body_bytes
+                self.max_upload_bytes + MULTIPART_OVERHEAD
+                if path == "/upload_file"
+                else self.services.limits.max_body_bytes
             )
             async with _spooled(request, limit) as (body, size):
                 try:
@@ -487,9 +489,16 @@ async def _spooled(request: Request, limit: int) -> AsyncIterator[tuple[Callable
         yield replay, size
 
 
-def _workspace_backend(gateway: Gateway, wanted: str | None) -> str | None:
+def _env_descriptions(backend: Backend | None) -> Mapping[str, str]:
+    """A backend's descriptions of its toolkits, when it declares Feature.ENV_DESCRIPTIONS."""
+    if backend is None or Feature.ENV_DESCRIPTIONS not in backend.features:
+        return {}
+    return cast(EnvDescriptions, backend).env_descriptions
+
+
+def _workspace_backend(services: FrontServices, wanted: str | None) -> str | None:
     """The backend whose node holds the files: `workspace_backend`, else the first `toolserver` backend."""
-    names = [b["name"] for b in gateway.config.data.get("backends") or [] if b.get("kind") == "toolserver"]
+    names = services.backend_names(KIND)
     if wanted is not None and wanted not in names:
         raise ConfigError(
             [f"fronts.toolserver.workspace_backend: {wanted!r} is not a toolserver backend (they are: {names})"]
@@ -497,8 +506,8 @@ def _workspace_backend(gateway: Gateway, wanted: str | None) -> str | None:
     return wanted if wanted is not None else next(iter(names), None)
 
 
-def routes(gateway: Gateway, settings: dict[str, Any]) -> list[BaseRoute]:
-    front = ToolServerFront(gateway, settings)
+def routes(services: FrontServices, settings: ToolServerFrontSettings) -> list[BaseRoute]:
+    front = ToolServerFront(services, settings)
     p = front.prefix
     read_only = ["GET", "POST"]
     # These look at the cookie themselves: a stale one must not stop a client from starting over.

@@ -21,6 +21,8 @@ import structlog
 
 from adapters.python.decorator import camel_case
 from adapters.stdio import PeerExited, RemoteError, StdioPeer, describe_exit
+from adapters.typescript.settings import TypeScriptBackendSettings
+from gateway.backends import BackendContext, BaseBackend
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
 from gateway.model import CallContext, ToolSpec
 
@@ -32,14 +34,18 @@ MODULE_SUFFIXES = (".ts", ".mts", ".js", ".mjs")
 INSTALL_HINT = "run `make install` (or `npm ci` in adapters/typescript)"
 
 
-class TypeScriptBackend:
-    def __init__(self, name: str, settings: dict[str, Any]) -> None:
-        self.name = name
+class TypeScriptBackend(BaseBackend):
+    """The sidecar pool of one backend; its tools answer once, they do not stream partial results."""
+
+    settings: TypeScriptBackendSettings
+
+    def __init__(self, settings: TypeScriptBackendSettings, context: BackendContext) -> None:
         self.settings = settings
-        self.node: str = settings.get("node", "node")
-        self.pool_size = int(settings.get("pool_size", 1))
-        self.startup_timeout = float(settings.get("startup_timeout_s", 30))
-        self.cancel_grace = float(settings.get("cancel_grace_s", 2))
+        self.name = settings.name
+        self.node = settings.node
+        self.pool_size = settings.pool_size
+        self.startup_timeout = settings.startup_timeout_s
+        self.cancel_grace = settings.cancel_grace_s
         self.files: list[str] = []
         self._sidecars: list[StdioPeer] = []
         self._spawn_lock = asyncio.Lock()
@@ -56,7 +62,7 @@ class TypeScriptBackend:
     def _module_files(self) -> list[str]:
         problems: list[str] = []
         files: list[str] = []
-        for entry in self.settings.get("modules") or []:
+        for entry in self.settings.modules:
             path = Path(entry).expanduser()
             path = path if path.is_absolute() else Path.cwd() / path
             if path.is_dir():
@@ -77,8 +83,6 @@ class TypeScriptBackend:
                     f"backend {self.name!r}: tool module {entry!r} not found "
                     f"(relative paths are taken from the working directory, {Path.cwd()})"
                 )
-        if not self.settings.get("modules"):
-            problems.append(f"backend {self.name!r}: 'modules' lists no tool module")
         if shutil.which(self.node) is None:
             problems.append(f"backend {self.name!r}: Node.js ({self.node!r}) not found; install Node 20+ or set 'node'")
         if not (SIDECAR_DIR / "node_modules" / "zod").is_dir():
@@ -122,7 +126,7 @@ class TypeScriptBackend:
         return specs
 
     def _spec(self, info: dict[str, Any]) -> ToolSpec:
-        toolkit = self.settings.get("toolkit") or info.get("toolkit") or camel_case(_identifier(info["moduleStem"]))
+        toolkit = self.settings.toolkit or info.get("toolkit") or camel_case(_identifier(info["moduleStem"]))
         name = camel_case(_identifier(info["id"]))
         if not name:
             raise ValueError(f"tool id {info['id']!r} gives no usable name")
@@ -183,7 +187,7 @@ class TypeScriptBackend:
 
     # ---- invocation ----
 
-    async def invoke(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         if self._closed:
             raise GatewayError.of(ErrorKind.UPSTREAM_UNAVAILABLE, f"Backend {self.name!r} is shutting down")
         sidecar = await self._pick()

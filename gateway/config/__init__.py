@@ -1,5 +1,6 @@
-"""Loading and validating the gateway's YAML configuration."""
+"""Loading and validating the gateway's YAML configuration against the settings models."""
 
-from gateway.config.loader import SCHEMA_PATH, GatewayConfig, load_config, parse_config
+from gateway.config.loader import GatewayConfig, load_config, parse_config
+from gateway.config.models import GatewaySettings, root_model
 
-__all__ = ["SCHEMA_PATH", "GatewayConfig", "load_config", "parse_config"]
+__all__ = ["GatewayConfig", "GatewaySettings", "load_config", "parse_config", "root_model"]

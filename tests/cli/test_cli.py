@@ -74,3 +74,12 @@ def test_serve_refuses_a_bad_config(tmp_path: Path) -> None:
     config.write_text("nonsense: true\n")
     result = run("serve", "--config", str(config))
     assert result.returncode == 1 and "unknown key 'nonsense'" in result.stderr
+
+
+def test_schema_prints_the_published_schema_and_nothing_else() -> None:
+    result = run("schema")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (ROOT / "config" / "schema.json").read_text()
+    reference = run("schema", "--markdown")
+    assert reference.returncode == 0, reference.stderr
+    assert reference.stdout == (ROOT / "docs" / "configuration-reference.md").read_text()

@@ -12,6 +12,7 @@ from gateway.cache import MISS, CacheRule, ResultCache
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 from gateway.model import Requirements, ToolSpec
+from gateway.settings import CacheSettings
 from tests.support import BUILTIN_BACKENDS, asgi_client
 
 PURE = ToolSpec(
@@ -30,7 +31,7 @@ class Clock:
 
 
 def cache_of(clock: Clock | None = None, **rule: Any) -> ResultCache:
-    return ResultCache({"b": CacheRule.from_settings(rule)}, timer=clock or Clock())
+    return ResultCache({"b": CacheRule.from_settings(CacheSettings(**rule))}, timer=clock or Clock())
 
 
 def test_hit_needs_same_tool_version_and_arguments() -> None:

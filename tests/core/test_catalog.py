@@ -13,7 +13,11 @@ def spec(toolkit: str, name: str, version: str = "1.0.0", backend: str = "b") ->
 
 def test_names_are_derived() -> None:
     s = spec("Calculator", "Add", "1.2.3")
-    assert (s.flat_name, s.qualified_name, s.oxp_id) == ("Calculator_Add", "Calculator.Add", "Calculator.Add@1.2.3")
+    assert (s.flat_name, s.qualified_name, s.versioned_id) == (
+        "Calculator_Add",
+        "Calculator.Add",
+        "Calculator.Add@1.2.3",
+    )
 
 
 def test_resolution_latest_exact_and_major() -> None:

@@ -3,9 +3,14 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import SCHEMA_PATH, load_config, parse_config
+from gateway.cli import main
+from gateway.config import load_config, parse_config
+from gateway.config.reference import reference_markdown
+from gateway.config.schema import json_schema
 from gateway.errors import ConfigError
 from tests.support import ROOT
+
+REGENERATE = "generated from the settings models: run `make schema` and commit the result"
 
 
 def problems_of(text: str, env: dict[str, str] | None = None) -> list[str]:
@@ -70,8 +75,20 @@ def test_unreadable_file(tmp_path: Path) -> None:
     assert "cannot read" in info.value.problems[0]
 
 
-def test_published_schema_is_the_shipped_one() -> None:
-    assert json.loads((ROOT / "config" / "schema.json").read_text()) == json.loads(SCHEMA_PATH.read_text())
+def test_the_published_schema_is_the_generated_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    printed = capsys.readouterr().out
+    assert json.loads(printed) == json_schema()
+    assert (ROOT / "config" / "schema.json").read_text() == printed, f"config/schema.json is {REGENERATE}"
+    assert not (ROOT / "gateway" / "config" / "schema.json").exists(), "one copy of the schema only"
+
+
+def test_the_configuration_reference_is_the_generated_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", "--markdown"]) == 0
+    printed = capsys.readouterr().out
+    assert printed == reference_markdown()
+    committed = (ROOT / "docs" / "configuration-reference.md").read_text()
+    assert committed == printed, f"docs/configuration-reference.md is {REGENERATE}"
 
 
 def test_default_config_is_valid() -> None:

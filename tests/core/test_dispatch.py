@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 
 from adapters.python.backend import PythonBackend
+from adapters.python.settings import PythonBackendSettings
+from gateway.backends import BackendContext
 from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
 from gateway.errors import ErrorKind
@@ -20,7 +22,9 @@ async def demo_dispatcher(**kwargs: object) -> Dispatcher:
         ("req", "adapters.python.toolkits.demo_requirements:toolkit"),
         ("demo", "adapters.python.toolkits.demo:toolkit"),
     ):
-        backend = PythonBackend(name, {"name": name, "module": module})
+        backend = PythonBackend(
+            PythonBackendSettings.model_validate({"name": name, "kind": "python", "module": module}), BackendContext()
+        )
         backends[name] = backend
         specs += await backend.discover()
     return Dispatcher(Catalog(specs), backends, **kwargs)  # type: ignore[arg-type]

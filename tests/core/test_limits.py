@@ -86,7 +86,7 @@ def opentool(tool: str, params: dict[str, Any]) -> dict[str, Any]:
 @contextlib.asynccontextmanager
 async def long_calls(client: httpx.AsyncClient, keys: list[str | None]) -> AsyncIterator[None]:
     """Start one 30 s Demo_Sleep per key and hold them running; cancelled (and their slots freed) on exit."""
-    limiter = client.app.state.gateway.dispatcher.limiter  # type: ignore[attr-defined]
+    limiter = client.app.state.gateway.limiter  # type: ignore[attr-defined]
     before = limiter.running
     tasks = []
     for key in keys:
@@ -255,7 +255,7 @@ async def test_the_fronts_use_the_configured_depth() -> None:
 
 def test_server_settings_reach_uvicorn() -> None:
     server = parse_config("server: {keepalive_timeout_s: 2.5, max_header_bytes: 4096, shutdown_grace_s: 3}\n")
-    settings = uvicorn_config(None, server.section("server"), "127.0.0.1", 0)
+    settings = uvicorn_config(None, server.settings.server, "127.0.0.1", 0)
     assert settings.timeout_keep_alive == 2.5
     assert settings.h11_max_incomplete_event_size == 4096
     assert settings.timeout_graceful_shutdown >= 3  # uvicorn waits longer than the gateway's grace

@@ -6,7 +6,11 @@ from typing import Any, ClassVar
 
 import pytest
 
+from adapters.python.backend import PythonBackend
+from adapters.python.settings import PythonBackendSettings
+from gateway.backends import BackendContext
 from gateway.catalog import Catalog
+from gateway.config.models import MiddlewareEntry
 from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.middleware import BaseMiddleware, CallLog, Middleware, build_middleware, load_middleware
@@ -91,7 +95,7 @@ async def test_hooks_run_in_order_around_dispatch_and_call_log_is_outermost() ->
         f'  - {{use: "{HERE}:Recorder", options: {{label: second}}}}\n'
     )
     async with asgi_client(config) as client:
-        chain = client.app.state.gateway.dispatcher.middleware  # type: ignore[attr-defined]
+        chain = client.app.state.gateway.pipeline.middleware  # type: ignore[attr-defined]
         assert [type(m).__name__ for m in chain] == ["CallLog", "Recorder", "Recorder"]
         assert all(isinstance(m, Middleware) for m in chain)
         ok = await client.post("/rpc", json=rpc_call("Math_Add", {"a": 1, "b": 2}))
@@ -159,7 +163,7 @@ async def test_a_failing_after_hook_is_logged_and_changes_nothing(events: list[d
 
 async def test_call_log_is_the_default_and_logs_every_call_once(events: list[dict[str, Any]]) -> None:
     async with asgi_client(BUILTIN_BACKENDS) as client:
-        chain = client.app.state.gateway.dispatcher.middleware  # type: ignore[attr-defined]
+        chain = client.app.state.gateway.pipeline.middleware  # type: ignore[attr-defined]
         assert [type(m) for m in chain] == [CallLog]
         await client.post("/rpc", json=rpc_call("Math_Add", {"a": 1, "b": 2}))
         await client.post("/rpc", json=rpc_call("Nope", {}))
@@ -182,11 +186,11 @@ def test_load_reports_every_bad_entry_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         load_middleware(
             [
-                {"use": "no_such_module:Thing"},
-                {"use": f"{HERE}:Missing"},
-                {"use": f"{HERE}:Recorder", "options": {"wrong": 1}},
-                {"use": f"{HERE}:SyncHooks"},
-                {"use": f"{HERE}:NoHooks"},
+                MiddlewareEntry(use="no_such_module:Thing"),
+                MiddlewareEntry(use=f"{HERE}:Missing"),
+                MiddlewareEntry(use=f"{HERE}:Recorder", options={"wrong": 1}),
+                MiddlewareEntry(use=f"{HERE}:SyncHooks"),
+                MiddlewareEntry(use=f"{HERE}:NoHooks"),
             ]
         )
     problems = info.value.problems
@@ -199,7 +203,7 @@ def test_load_reports_every_bad_entry_at_once() -> None:
 
 
 def test_build_puts_the_call_log_first() -> None:
-    chain = build_middleware([{"use": f"{HERE}:Recorder", "options": {"label": "x"}}])
+    chain = build_middleware([MiddlewareEntry(use=f"{HERE}:Recorder", options={"label": "x"})])
     assert [type(m) for m in chain] == [CallLog, Recorder]
 
 
@@ -257,3 +261,40 @@ async def test_metrics_need_credentials_when_auth_is_on() -> None:
         anonymous = await client.get("/metrics")
         allowed = await client.get("/metrics", headers={"Authorization": "Bearer metrics-key-1"})
     assert anonymous.status_code == 401 and allowed.status_code == 200
+
+
+async def arithmetic_dispatcher(middleware: list[Any]) -> Dispatcher:
+    settings = PythonBackendSettings.model_validate(
+        {"name": "math", "kind": "python", "module": "adapters.python.toolkits.arithmetic:toolkit"}
+    )
+    backend = PythonBackend(settings, BackendContext())
+    return Dispatcher(Catalog(await backend.discover()), {"math": backend}, middleware=middleware)
+
+
+class Quota:
+    """A whole stage: answers in place of the rest of the pipeline once its quota is spent."""
+
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+        self.seen: list[str] = []
+
+    async def stage(self, call: Call, next_: Any) -> Any:
+        assert call.spec is not None  # resolved and permitted before any middleware runs
+        self.seen.append(call.spec.flat_name)
+        if self.left <= 0:
+            raise GatewayError.of(ErrorKind.RATE_LIMITED, "The quota of this gateway is spent")
+        self.left -= 1
+        return await next_(call)
+
+
+async def test_a_middleware_stage_wraps_the_rest_of_the_pipeline(events: list[dict[str, Any]]) -> None:
+    quota = Quota(1)
+    dispatcher = await arithmetic_dispatcher([CallLog(), quota])
+    first = await dispatcher.call(Call(tool="Math_Add", arguments={"a": 1, "b": 2}))
+    second = await dispatcher.call(Call(tool="Math_Add", arguments={"a": 1, "b": 2}))
+    unknown = await dispatcher.call(Call(tool="Nope", arguments={}))
+    assert first.value == 3
+    assert second.error is not None and second.error.kind == ErrorKind.RATE_LIMITED
+    assert unknown.error is not None and unknown.error.kind == ErrorKind.NOT_FOUND
+    assert quota.seen == ["Math_Add", "Math_Add"]  # an unknown tool never reaches the stage
+    assert [e["outcome"] for e in events if e["event"] == "call"] == ["ok", "rate_limited", "not_found"]

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from gateway import routing
 from gateway.catalog import Catalog
 from gateway.model import ToolSpec
-from gateway.routing import apply_routing
+from gateway.settings import BackendSettings
 
 SCHEMA = {"type": "object", "properties": {}}
+
+
+def apply_routing(tools: list[ToolSpec], rules: dict[str, Any]) -> list[ToolSpec]:
+    """The routing rules as a backend's validated settings, as the gateway passes them."""
+    return routing.apply_routing(tools, BackendSettings.model_validate({"kind": "any", **rules}))
 
 
 def specs(*names: str, toolkit: str = "Kit") -> list[ToolSpec]:
@@ -14,7 +22,7 @@ def specs(*names: str, toolkit: str = "Kit") -> list[ToolSpec]:
 
 
 def names(routed: list[ToolSpec]) -> list[str]:
-    return [s.oxp_id for s in routed]
+    return [s.versioned_id for s in routed]
 
 
 def test_no_rules_keeps_everything_and_names_the_backend() -> None:
@@ -54,4 +62,4 @@ def test_names_do_not_depend_on_other_backends() -> None:
         apply_routing(specs("Add"), {"name": "one", "toolkit": "Calc"})
         + apply_routing(specs("Echo", toolkit="Other"), {"name": "two"})
     )
-    assert alone.resolve("Calc_Add").oxp_id == together.resolve("Calc_Add").oxp_id
+    assert alone.resolve("Calc_Add").versioned_id == together.resolve("Calc_Add").versioned_id

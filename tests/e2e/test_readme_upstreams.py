@@ -1,4 +1,7 @@
-"""Every README configuration example that fronts a real server runs as printed (issue 11).
+"""Every documented configuration example that fronts a real server runs as printed (issue 11).
+
+The examples are read from README.md and every docs/**/*.md page (issue 12 moved most of them
+to docs/); messages name the page and line of each block.
 
 Each ```yaml block with a remote backend (opentool, oxp, toolserver, jsonrpc, arcade, http)
 is run against the project's test server of that protocol: only the host:port of its `url:`
@@ -29,6 +32,7 @@ import yaml
 
 from gateway.config import parse_config
 from gateway.errors import ConfigError
+from tests.docs.pages import doc_pages, name
 from tests.support import (
     BUILTIN_BACKENDS,
     DEFAULT_CONFIG,
@@ -40,7 +44,8 @@ from tests.support import (
     wait_for_port,
 )
 
-README = ROOT / "README.md"
+# README.md held this many such blocks before it was split into docs/ (issue 12): none may be lost.
+EXAMPLES_BEFORE_SPLIT = 9
 FENCE = re.compile(r"^```yaml\n(.*?)^```", re.S | re.M)
 URL = re.compile(r"(?P<head>\burl:\s*https?://)(?P<host>[^/\s\"']+)")
 VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
@@ -53,7 +58,7 @@ STATE = re.compile(r"^\s+(?P<name>\S+)\s+(?P<kind>\S+)\s+(?P<state>\S+)\s+(?P<to
 
 @dataclass(frozen=True)
 class Probe:
-    """Which test server stands in for a README backend, and one call that must succeed through it."""
+    """Which test server stands in for a documented backend, and one call that must succeed through it."""
 
     server: str  # opentool | opentool-typescript | arcade | rest | toolplex | toolplex-default | tsn-manager
     tool_id: str
@@ -85,9 +90,9 @@ PROBES: dict[tuple[str, str], Probe] = {
 
 @dataclass
 class Example:
-    """One README block: the configuration as printed (a bare list wrapped under `backends:`)."""
+    """One documented block: the configuration as printed (a bare list wrapped under `backends:`)."""
 
-    line: int
+    where: str  # page:line of the opening fence, unique across the pages
     config: str
     upstream_config: str | None  # a side-by-side block's left column
     backends: list[dict[str, Any]]  # its remote entries, as printed (before `${VAR}` expansion)
@@ -100,8 +105,15 @@ def _user_value(name: str) -> str:
 
 
 def examples() -> list[Example]:
-    """The README's ```yaml blocks with a remote backend, in order (a side-by-side block split in two)."""
-    text = README.read_text()
+    """The pages' ```yaml blocks with a remote backend, in order (a side-by-side block split in two)."""
+    found: list[Example] = []
+    for page in doc_pages():
+        found += _page_examples(name(page), page.read_text())
+    return found
+
+
+def _page_examples(page: str, text: str) -> list[Example]:
+    """One page's examples, each named `page:line`."""
     found: list[Example] = []
     for match in FENCE.finditer(text):
         block, upstream = match.group(1), None
@@ -119,7 +131,7 @@ def examples() -> list[Example]:
         names = set(VAR.findall(block + (upstream or "")))
         line = text.count("\n", 0, match.start()) + 1
         env = {name: _user_value(name) for name in sorted(names)}
-        found.append(Example(line, config, upstream, remote, env))
+        found.append(Example(f"{page}:{line}", config, upstream, remote, env))
     return found
 
 
@@ -127,22 +139,23 @@ EXAMPLES = examples()
 
 
 def _ids(example: Example) -> str:
-    return f"README.md:{example.line}:" + "+".join(b["name"] for b in example.backends)
+    return f"{example.where}:" + "+".join(b["name"] for b in example.backends)
 
 
 def test_readme_examples_found() -> None:
+    assert len(EXAMPLES) >= EXAMPLES_BEFORE_SPLIT, [example.where for example in EXAMPLES]
     kinds = {b["kind"] for example in EXAMPLES for b in example.backends}
     assert kinds == REMOTE_KINDS, kinds
     for example in EXAMPLES:
         for backend in example.backends:
-            assert (backend["kind"], backend["name"]) in PROBES, f"no test server for README.md:{example.line}"
+            assert (backend["kind"], backend["name"]) in PROBES, f"no test server for {example.where}"
 
 
 def test_readme_examples_point_at_loopback() -> None:
     """Printed as they run: every upstream of an example is on this machine."""
     for example in EXAMPLES:
         hosts = [m.group("host").rsplit(":", 1)[0] for m in URL.finditer(example.config)]
-        assert hosts and set(hosts) <= LOOPBACK, f"README.md:{example.line}: {hosts}"
+        assert hosts and set(hosts) <= LOOPBACK, f"{example.where}: {hosts}"
 
 
 @dataclass
@@ -160,7 +173,7 @@ def _gateway_launch(config: Path, port: int, env: dict[str, str]) -> Launch:
 
 def _toolplex_upstream(backend: dict[str, Any], upstream_config: str | None) -> tuple[str, dict[str, str]]:
     """A Toolplex serving the built-in tools, wanting the credentials the backend sends."""
-    if upstream_config is not None:  # the README's own upstream column, with tools to serve
+    if upstream_config is not None:  # the page's own upstream column, with tools to serve
         return upstream_config + BUILTIN_BACKENDS, {}
     auth: dict[str, Any] = {}
     env: dict[str, str] = {}
@@ -199,14 +212,14 @@ def _launch(example: Example, backend: dict[str, Any], scratch: Path) -> Launch 
     if server == "toolplex-default":
         return _gateway_launch(DEFAULT_CONFIG, port, example.env)
     text, env = _toolplex_upstream(backend, example.upstream_config)
-    config = scratch / f"upstream-{example.line}-{backend['name']}.yaml"
+    config = scratch / f"upstream-{re.sub(r'[^A-Za-z0-9]+', '-', example.where)}-{backend['name']}.yaml"
     config.write_text(text)
     return _gateway_launch(config, port, {**example.env, **env})
 
 
 def _expanded(example: Example) -> dict[str, dict[str, Any]]:
     """The block's backends as the gateway reads them (validated, `${VAR}`s expanded)."""
-    parsed = parse_config(example.config, f"README.md:{example.line}", env={**os.environ, **example.env})
+    parsed = parse_config(example.config, example.where, env={**os.environ, **example.env})
     return {b["name"]: b for b in parsed.data["backends"]}
 
 
@@ -223,10 +236,10 @@ def _wait(launch: Launch, process: subprocess.Popen[bytes], log: IO[bytes]) -> N
 
 @dataclass
 class Started:
-    """The examples' test servers: (line, backend name) -> host:port, None when absent here."""
+    """The examples' test servers: (page:line, backend name) -> host:port, None when absent here."""
 
-    addresses: dict[tuple[int, str], str | None] = field(default_factory=dict)
-    invalid: dict[int, str] = field(default_factory=dict)  # line -> why the block does not validate
+    addresses: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    invalid: dict[str, str] = field(default_factory=dict)  # page:line -> why the block does not validate
 
 
 @pytest.fixture(scope="module")
@@ -240,12 +253,12 @@ def upstreams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
             try:
                 expanded = _expanded(example)
             except ConfigError as exc:
-                started.invalid[example.line] = "\n".join(exc.problems)
+                started.invalid[example.where] = "\n".join(exc.problems)
                 continue
             for backend in example.backends:
                 launch = _launch(example, expanded[backend["name"]], scratch)
                 address = None if launch is None else f"127.0.0.1:{launch.port}"
-                started.addresses[(example.line, backend["name"])] = address
+                started.addresses[(example.where, backend["name"])] = address
                 if launch is None:
                     continue
                 log = stack.enter_context(tempfile.TemporaryFile())
@@ -258,13 +271,13 @@ def upstreams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
         yield started
 
 
-def _pointed(example: Example, addresses: dict[tuple[int, str], str | None]) -> str:
+def _pointed(example: Example, addresses: dict[tuple[str, str], str | None]) -> str:
     """The block as printed, each backend's url host:port replaced by its test server's."""
     urls = list(URL.finditer(example.config))
-    assert len(urls) == len(example.backends), f"README.md:{example.line}: one url per remote backend"
+    assert len(urls) == len(example.backends), f"{example.where}: one url per remote backend"
     out, last = [], 0
     for found, backend in zip(urls, example.backends, strict=True):
-        address = addresses[(example.line, backend["name"])]
+        address = addresses[(example.where, backend["name"])]
         assert address is not None
         out += [example.config[last : found.start("host")], address]
         last = found.end("host")
@@ -273,8 +286,8 @@ def _pointed(example: Example, addresses: dict[tuple[int, str], str | None]) -> 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=_ids)
 def test_readme_example_runs(example: Example, upstreams: Started, tmp_path: Path) -> None:
-    assert example.line not in upstreams.invalid, f"README.md:{example.line}: {upstreams.invalid[example.line]}"
-    if any(upstreams.addresses[(example.line, b["name"])] is None for b in example.backends):
+    assert example.where not in upstreams.invalid, f"{example.where}: {upstreams.invalid[example.where]}"
+    if any(upstreams.addresses[(example.where, b["name"])] is None for b in example.backends):
         pytest.skip(f"no Arcade worker: {ARCADE_PYTHON} is absent (run tests/upstreams/install_arcade.sh)")
     config = tmp_path / "readme-example.yaml"
     config.write_text(_pointed(example, upstreams.addresses))

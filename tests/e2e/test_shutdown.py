@@ -194,11 +194,11 @@ def test_calls_still_running_after_the_grace_are_answered_shutting_down(tmp_path
 
 
 @needs_node
-def test_sighup_is_logged_and_does_not_stop_the_gateway(tmp_path: Path) -> None:
+def test_sighup_reloads_and_does_not_stop_the_gateway(tmp_path: Path) -> None:
     with serve(tmp_path, grace=5) as served:
         served.process.send_signal(signal.SIGHUP)
 
-        assert wait_until(lambda: "sighup_ignored" in served.log.read_text()), "SIGHUP was not logged"
+        assert wait_until(lambda: "config_reloaded" in served.log.read_text()), "SIGHUP did not reload"
         assert served.process.poll() is None
         assert httpx.get(f"{served.base}/healthz", timeout=5).status_code == 200
         served.process.send_signal(signal.SIGTERM)
@@ -219,7 +219,7 @@ async def test_drain_waits_for_calls_that_finish_within_the_grace() -> None:
     gateway = await started_gateway(IN_PROCESS)
     try:
         call = asyncio.create_task(call_tool(gateway, "Demo_Sleep", {"seconds": 0.3}))
-        await eventually(lambda: gateway.dispatcher.running == 1)
+        await eventually(lambda: gateway.running == 1)
 
         assert await gateway.drain(grace=30) == 0  # returned when the call was done, not after 30 s
 
@@ -235,14 +235,14 @@ async def test_drain_ends_calls_still_running_after_the_grace_with_an_answer() -
     gateway = await started_gateway(IN_PROCESS)
     try:
         calls = [asyncio.create_task(call_tool(gateway, "Demo_Sleep", {"seconds": 60})) for _ in range(3)]
-        await eventually(lambda: gateway.dispatcher.running == 3)
+        await eventually(lambda: gateway.running == 3)
 
         assert await gateway.drain(grace=0.2) == 3
 
         for outcome in await asyncio.gather(*calls):  # answered, not cancelled
             assert outcome.error is not None and outcome.error.kind is ErrorKind.UPSTREAM_UNAVAILABLE
             assert outcome.error.message.startswith("The gateway is shutting down")
-        assert gateway.dispatcher.running == 0 and gateway.dispatcher.limiter.running == 0
+        assert gateway.running == 0 and gateway.limiter.running == 0
     finally:
         await gateway.close()
 
@@ -251,11 +251,11 @@ async def test_a_second_ctrl_c_ends_the_running_calls_without_waiting_for_the_gr
     gateway = await started_gateway(IN_PROCESS)
     try:
         call = asyncio.create_task(call_tool(gateway, "Demo_Sleep", {"seconds": 60}))
-        await eventually(lambda: gateway.dispatcher.running == 1)
+        await eventually(lambda: gateway.running == 1)
         draining = asyncio.create_task(gateway.drain(grace=600))
-        await eventually(lambda: gateway.dispatcher._shutting_down)
+        await eventually(lambda: gateway.admission.shutting_down)
 
-        gateway.dispatcher.hurry()
+        gateway.hurry()
 
         assert await asyncio.wait_for(draining, timeout=30) == 1
         outcome = await call
@@ -268,11 +268,11 @@ async def test_a_cancellation_that_is_not_the_shutdown_still_cancels() -> None:
     gateway = await started_gateway(IN_PROCESS)
     try:
         call = asyncio.create_task(call_tool(gateway, "Demo_Sleep", {"seconds": 60}))
-        await eventually(lambda: gateway.dispatcher.running == 1)
+        await eventually(lambda: gateway.running == 1)
         call.cancel()  # e.g. the client went away
         with pytest.raises(asyncio.CancelledError):
             await call
-        assert gateway.dispatcher.running == 0
+        assert gateway.running == 0
     finally:
         await gateway.close()
 

@@ -269,8 +269,8 @@ def test_tool_definition_has_the_published_fields_and_reads_back() -> None:
         "user_id": True,
     }
     back = codec.spec_from_definition(definition, backend="x")
-    assert (back.oxp_id, back.requirements, back.input_schema, back.output_schema) == (
-        spec.oxp_id,
+    assert (back.versioned_id, back.requirements, back.input_schema, back.output_schema) == (
+        spec.versioned_id,
         spec.requirements,
         spec.input_schema,
         None,

@@ -1,4 +1,4 @@
-"""The README's OXP examples against the default configuration (what `make run` serves)."""
+"""The OXP examples of the docs (docs/protocols/oxp.md) against the default configuration (what `make run` serves)."""
 
 from __future__ import annotations
 

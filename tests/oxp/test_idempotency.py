@@ -15,7 +15,8 @@ import httpx
 import orjson
 import pytest
 
-from adapters.oxp.ledger import fingerprint
+from adapters.oxp.codec import fingerprint
+from gateway.config import parse_config
 from tests.oxp.fixtures import counter
 from tests.oxp.helpers import oxp_config
 from tests.support import asgi_client
@@ -247,3 +248,29 @@ async def test_a_running_record_past_its_deadline_with_no_run_is_reported_lost()
     assert body["success"] is False
     assert body["error"]["message"].startswith("The earlier call with this call_id stopped before it finished")
     assert counter.RUNS == {}
+
+
+async def test_a_reload_keeps_the_runs_and_records_and_applies_the_new_settings() -> None:
+    """The front is rebuilt on a reload; the idempotent runs it configures are the gateway's and stay."""
+    async with asgi_client(oxp_config(fronts="patience_s: 0.05\nretry_after_ms: 250")) as client:
+        gateway = client.app.state.gateway  # type: ignore[attr-defined]
+        before = await client.post("/tools/call", json=hold("reload-1"))
+        reloaded = parse_config(oxp_config(fronts="patience_s: 0.05\nretry_after_ms: 900"), "test.yaml")
+        assert await gateway.reload(reloaded)
+        after = await client.post("/tools/call", json=hold("reload-1"))
+        assert counter.RUNS == {"k": 1}  # the run started before the reload is the one waited for
+        counter.open_gate()
+        collected: dict[str, Any] = {}
+
+        async def retry() -> bool:
+            r = await client.post("/tools/call", json=hold("reload-1"))
+            collected.update(r.json())
+            return bool(r.json()["success"])
+
+        await until(retry, "a retry to collect the run")
+        replayed = await client.post("/tools/call", json=hold("reload-1"))
+    assert before.json()["error"]["retry_after_ms"] == 250
+    assert after.json()["error"]["retry_after_ms"] == 900  # the new settings apply at once
+    assert collected["value"] == {"key": "k", "runs": 1}
+    assert replayed.json() == collected
+    assert counter.RUNS == {"k": 1}

@@ -1,8 +1,9 @@
 """Finished OXP calls are kept within a byte budget and a count, and runs are released once settled (issue 10.4).
 
 5,000 calls with distinct call_ids go through a real (in-process) gateway
-with a small budget; the ledger's index, the state store and the run
+with a small budget; the idempotent runs' index, the state store and the run
 registry must stay within their bounds, and no settled run may stay alive.
+The budget index on its own is tested in tests/core/test_idempotency.py.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import asyncio
 import gc
 from typing import Any
 
-from adapters.oxp.ledger import CallLedger, Retained
 from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
+from gateway.idempotency import IdempotentRuns
 from gateway.model import Call
 from gateway.runs import RunRegistry
 from tests.oxp.helpers import oxp_config
@@ -25,12 +26,10 @@ MAX_BYTES = 20_000
 MAX_ENTRIES = 300
 
 
-def ledger_of(app: Any) -> CallLedger:
-    """The OXP front's ledger, reached through its `/tools/call` route."""
-    for route in app.routes:
-        if getattr(route, "path", None) == "/tools/call" and "POST" in (route.methods or ()):
-            return route.endpoint.__wrapped__.__self__.ledger  # type: ignore[no-any-return]
-    raise AssertionError("no OXP /tools/call route")
+def idempotent_runs_of(app: Any) -> IdempotentRuns:
+    """The OXP front's idempotent runs: the gateway's service for the "oxp" namespace, as the front configured it."""
+    runs: IdempotentRuns = app.state.gateway.services.idempotent("oxp")
+    return runs
 
 
 def add(call_id: str, a: int) -> dict[str, Any]:
@@ -41,15 +40,15 @@ async def test_5000_distinct_call_ids_stay_within_the_budget() -> None:
     fronts = f"retention_max_bytes: {MAX_BYTES}\nretention_max_entries: {MAX_ENTRIES}"
     async with asgi_client(oxp_config(fronts=fronts)) as client:
         app = client.app  # type: ignore[attr-defined]
-        gateway, ledger = app.state.gateway, ledger_of(app)
+        gateway, idempotent = app.state.gateway, idempotent_runs_of(app)
         alive = track_runs(gateway)
         peak = {"bytes": 0, "entries": 0, "stored": 0, "runs": 0}
 
         async def one(index: int) -> None:
             r = await client.post("/tools/call", json=add(f"id-{index}", index))
             assert r.status_code == 200 and r.json()["value"] == index + 1
-            peak["bytes"] = max(peak["bytes"], ledger.retained.bytes)
-            peak["entries"] = max(peak["entries"], len(ledger.retained))
+            peak["bytes"] = max(peak["bytes"], idempotent.retained.bytes)
+            peak["entries"] = max(peak["entries"], len(idempotent.retained))
             peak["stored"] = max(peak["stored"], gateway.store.count("oxp"))
             peak["runs"] = max(peak["runs"], gateway.runs.running + gateway.runs.finished)
 
@@ -75,28 +74,6 @@ async def test_5000_distinct_call_ids_stay_within_the_budget() -> None:
     assert oldest_again.json()["value"] == 1
 
 
-def test_retained_evicts_the_oldest_first_within_bytes_and_count() -> None:
-    retained = Retained(max_bytes=100, max_entries=3, retention=600)
-    assert retained.admit("a", "t-a", 40) == []
-    assert retained.admit("b", "t-b", 40) == []
-    assert retained.admit("c", "t-c", 40) == [("a", "t-a")]  # 120 bytes > 100: the oldest goes
-    assert (len(retained), retained.bytes) == (2, 80)
-    assert retained.admit("d", "t-d", 10) == []
-    assert retained.admit("e", "t-e", 10) == [("b", "t-b")]  # 4 entries > 3
-    assert retained.admit("c", "t-c2", 50) == []  # re-admitted: counted once, as the newest
-    assert (len(retained), retained.bytes) == (3, 70)
-    assert retained.admit("f", "t-f", 40) == [("d", "t-d")]  # 110 > 100 without the oldest: 100 fits
-    assert (len(retained), retained.bytes) == (3, 100)
-    assert not retained.fits(101) and retained.fits(100)
-
-
-def test_expired_entries_leave_the_index_without_an_eviction() -> None:
-    retained = Retained(max_bytes=100, max_entries=1, retention=0)
-    assert retained.admit("a", "t", 10) == []  # expired at once: the store's TTL removes it, nothing to delete
-    assert retained.admit("b", "t", 10) == []
-    assert (len(retained), retained.bytes) == (0, 0)
-
-
 async def test_an_outcome_larger_than_the_budget_is_answered_but_not_kept() -> None:
     fronts = "retention_max_bytes: 64"
     async with asgi_client(oxp_config(fronts=fronts)) as client:
@@ -118,13 +95,13 @@ async def finished_after(registry: RunRegistry, keys: list[str]) -> None:
 async def test_uncollected_runs_are_bounded_and_dropped_after_the_retention() -> None:
     """What a ToolServerNode 450 leaves behind when nobody collects it: a bounded map, no timer per run."""
     dispatcher = Dispatcher(Catalog([]), {})
-    bounded = RunRegistry(dispatcher, retention=600, max_finished=3)
+    bounded = RunRegistry(dispatcher.call, retention=600, max_finished=3)
     await finished_after(bounded, [f"k{i}" for i in range(5)])
     assert (bounded.running, bounded.finished) == (0, 3)
     assert bounded.get("k0") is None and bounded.get("k4") is not None  # the oldest went first
     bounded.forget("k4")
     assert bounded.finished == 2 and bounded.get("k4") is None
 
-    expiring = RunRegistry(dispatcher, retention=0)
+    expiring = RunRegistry(dispatcher.call, retention=0)
     await finished_after(expiring, ["a", "b"])
     assert expiring.get("a") is None and expiring.finished == 0

@@ -3,6 +3,8 @@ import threading
 import pytest
 
 from adapters.python.backend import PythonBackend
+from adapters.python.settings import PythonBackendSettings
+from gateway.backends import BackendContext
 from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError, ErrorKind
@@ -13,7 +15,8 @@ async def dispatcher_for(*modules: str, **settings: object) -> Dispatcher:
     backends = {}
     specs = []
     for index, module in enumerate(modules):
-        backend = PythonBackend(f"b{index}", {"name": f"b{index}", "module": module, **settings})
+        config = {"name": f"b{index}", "kind": "python", "module": module, **settings}
+        backend = PythonBackend(PythonBackendSettings.model_validate(config), BackendContext())
         backends[backend.name] = backend
         specs += await backend.discover()
     return Dispatcher(Catalog(specs), backends, default_timeout=5)
@@ -88,11 +91,13 @@ async def test_builtin_tools() -> None:
 
 
 async def test_missing_import_path_is_a_config_error() -> None:
-    backend = PythonBackend("x", {"name": "x", "module": "no_such_module.anywhere:kit"})
+    config = {"name": "x", "kind": "python", "module": "no_such_module.anywhere:kit"}
+    backend = PythonBackend(PythonBackendSettings.model_validate(config), BackendContext())
     with pytest.raises(ConfigError) as info:
         await backend.discover()
     assert "no_such_module" in info.value.problems[0]
-    backend = PythonBackend("y", {"name": "y", "module": "adapters.python.toolkits.text:nothing_here"})
+    config = {"name": "y", "kind": "python", "module": "adapters.python.toolkits.text:nothing_here"}
+    backend = PythonBackend(PythonBackendSettings.model_validate(config), BackendContext())
     with pytest.raises(ConfigError) as info:
         await backend.discover()
     assert "nothing_here" in info.value.problems[0]

@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from adapters.toolserver import uploads
+from gateway.config.models import WorkspacesSettings
 from gateway.errors import GatewayError
-from gateway.workspaces import Workspaces, WorkspaceSettings
+from gateway.workspaces import Workspaces
 
 
 def encoded(files: dict[str, tuple[str | None, bytes]]) -> tuple[bytes, str]:
@@ -180,7 +181,7 @@ def test_client_file_names_lose_their_directories(raw: str, safe: str) -> None:
 
 
 def test_workspaces_are_bounded_in_count_and_idle_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    spaces = Workspaces(WorkspaceSettings(root=str(tmp_path / "root"), max_workspaces=2, idle_s=60))
+    spaces = Workspaces(WorkspacesSettings(root=str(tmp_path / "root"), max_workspaces=2, idle_s=60))
     first = spaces.directory("a")
     spaces.directory("b")
     spaces.directory("c")  # one too many: the least recently used goes
@@ -198,13 +199,13 @@ def test_a_configured_root_is_cleared_of_earlier_runs_only(tmp_path: Path) -> No
     root = tmp_path / "root"
     (root / ("ws-" + "0" * 32)).mkdir(parents=True)
     (root / "keep-me").mkdir()
-    spaces = Workspaces(WorkspaceSettings(root=str(root)))
+    spaces = Workspaces(WorkspacesSettings(root=str(root)))
     assert sorted(p.name for p in spaces.root.iterdir()) == ["keep-me"]
     spaces.close()
 
 
 def test_room_counts_what_is_written(tmp_path: Path) -> None:
-    spaces = Workspaces(WorkspaceSettings(root=str(tmp_path), max_bytes_per_workspace=100))
+    spaces = Workspaces(WorkspacesSettings(root=str(tmp_path), max_bytes_per_workspace=100))
     spaces.resolve("k", "a.txt").write_bytes(b"x" * 60)
     assert spaces.room("k") == 40
     assert spaces.room("k", replacing=spaces.resolve("k", "a.txt")) == 100

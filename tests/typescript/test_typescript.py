@@ -106,7 +106,7 @@ async def test_the_sidecar_aborts_by_itself_if_the_cancellation_never_comes(gate
     spec = gateway.catalog.resolve("BadTs_Hangs", None)
     context = CallContext(deadline=time.monotonic() + 0.2)
     with pytest.raises(GatewayError) as raised:
-        await asyncio.wait_for(gateway.backends["bad"].invoke(spec, {}, context), 10)
+        await asyncio.wait_for(gateway.backends["bad"].call(spec, {}, context), 10)
     assert raised.value.failure.kind is ErrorKind.DEADLINE
     assert "deadline" in raised.value.failure.message
     assert (await call_tool(gateway, "BadTs_Aborted")).value == [context.call_id]

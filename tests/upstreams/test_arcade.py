@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from adapters.arcade.backend import ArcadeBackend
+from adapters.arcade.settings import ArcadeBackendSettings
+from gateway.backends import BackendContext
 from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
 from gateway.errors import ErrorKind
@@ -35,13 +37,18 @@ def worker_url() -> Iterator[str]:
         yield url
 
 
+def arcade_backend(url: str, secret: str) -> ArcadeBackend:
+    config = {"name": "arcade", "kind": "arcade", "url": url, "secret": secret}
+    return ArcadeBackend(ArcadeBackendSettings.model_validate(config), BackendContext())
+
+
 async def test_discovers_and_calls_arcade_math(worker_url: str) -> None:
-    backend = ArcadeBackend("arcade", {"name": "arcade", "url": worker_url, "secret": SECRET})
+    backend = arcade_backend(worker_url, SECRET)
     try:
         specs = await backend.discover()
         dispatcher = Dispatcher(Catalog(specs), {"arcade": backend}, default_timeout=20)
         add = dispatcher.catalog.resolve("Math_Add")
-        assert add.oxp_id.startswith("Math.Add@") and add.language == "remote"
+        assert add.versioned_id.startswith("Math.Add@") and add.language == "remote"
         assert add.input_schema["properties"]["a"] == {"type": "string", "description": "The first number as a string"}
         assert add.input_schema["required"] == ["a", "b"]
         assert add.side_effects is False  # the worker declares it read-only
@@ -61,9 +68,7 @@ async def test_discovers_and_calls_arcade_math(worker_url: str) -> None:
 
 
 async def test_wrong_secret_is_upstream_unavailable(worker_url: str) -> None:
-    backend = ArcadeBackend(
-        "arcade", {"name": "arcade", "url": worker_url, "secret": "not-the-secret-0123456789abcdef-xyz"}
-    )
+    backend = arcade_backend(worker_url, "not-the-secret-0123456789abcdef-xyz")
     try:
         with pytest.raises(Exception, match="unavailable"):
             await backend.discover()

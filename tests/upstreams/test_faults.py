@@ -13,11 +13,15 @@ from typing import Any
 import pytest
 
 from adapters.http.backend import HttpBackend
+from adapters.http.settings import HttpBackendSettings
 from adapters.opentool.backend import OpenToolBackend
+from adapters.opentool.settings import OpenToolBackendSettings
+from gateway.backends import BackendContext
 from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
 from gateway.errors import ErrorKind
 from gateway.model import Call
+from gateway.settings import UpstreamBackendSettings
 from gateway.upstream import Upstream, UpstreamSettings
 from tests.support import asgi_client, call_tool, free_port, python_server
 from tests.upstreams.faults import FAULTS
@@ -34,12 +38,19 @@ def document_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def opentool(settings: dict[str, Any]) -> OpenToolBackend:
+    return OpenToolBackend(OpenToolBackendSettings.model_validate({"kind": "opentool", **settings}), BackendContext())
+
+
+def http(settings: dict[str, Any]) -> HttpBackend:
+    return HttpBackend(HttpBackendSettings.model_validate({"kind": "http", **settings}), BackendContext())
+
+
 def backends(url: str, **extra: Any) -> list[Any]:
     settings = {"url": url, "retries": 2, "retry_backoff_s": 0.01, **extra}
     return [
-        OpenToolBackend("ot", {"name": "ot", "kind": "opentool", **settings}),
-        HttpBackend(
-            "web",
+        opentool({"name": "ot", "kind": "opentool", **settings}),
+        http(
             {
                 "name": "web",
                 "kind": "http",
@@ -84,7 +95,7 @@ async def test_fault(mode: str, kind: ErrorKind, document_file: Path) -> None:
 
 async def test_connection_refused_at_call_time() -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    backend = OpenToolBackend("ot", {"name": "ot", "url": url, "retries": 1, "retry_backoff_s": 0.01})
+    backend = opentool({"name": "ot", "url": url, "retries": 1, "retry_backoff_s": 0.01})
     with pytest.raises(Exception) as info:
         await backend.discover()
     assert "unavailable" in str(info.value)
@@ -98,17 +109,16 @@ async def test_connection_refused_at_call_time() -> None:
 
 async def test_circuit_opens_and_fails_fast() -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    web = HttpBackend(
-        "web",
+    web = http(
         {
             "name": "web",
             "url": url,
             "retries": 0,
             "circuit_breaker": {"failures": 2, "cooldown_s": 60},
             "tools": [{"name": "Get", "path": "/x"}],
+            "toolkit": "Web",
         },
     )
-    web.settings["toolkit"] = "Web"
     dispatcher = Dispatcher(Catalog(await web.discover()), {"web": web}, default_timeout=DEADLINE)
     messages = [(await dispatcher.call(Call("Web_Get", {}))).error for _ in range(3)]
     await web.close()
@@ -160,8 +170,10 @@ async def test_faults_open_the_breaker_then_calls_fail_fast(mode: str, backend: 
 
 async def test_downloads_never_open_the_breaker(document_file: Path) -> None:
     with python_server("tests.upstreams.faulty_server", "--mode", "download", "--document", str(document_file)) as port:
-        settings = {"url": f"http://127.0.0.1:{port}", "circuit_breaker": {"failures": 1}}
-        upstream = Upstream("node", UpstreamSettings.from_config(settings))
+        url = f"http://127.0.0.1:{port}"
+        config = {"name": "node", "kind": "toolserver", "url": url, "circuit_breaker": {"failures": 1}}
+        settings = UpstreamBackendSettings.model_validate(config)
+        upstream = Upstream("node", UpstreamSettings.from_config(settings, BackendContext().max_response_bytes))
         try:
             for _ in range(5):  # default arguments, as every passthrough used to send them
                 response = await upstream.request("POST", "/download_file", json={"file_path": "data.bin"})

@@ -20,6 +20,8 @@ from adapters.opentool.client import (
     OpenToolServerUnauthorizedException,
     ToolReturn,
 )
+from adapters.opentool.settings import OpenToolBackendSettings
+from gateway.backends import BackendContext
 from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError, ErrorKind, GatewayError
@@ -27,6 +29,11 @@ from gateway.model import Call, CallContext
 from tests.support import ROOT, asgi_client, free_port, python_server
 
 KEY = "upstream-secret-key"
+
+
+def backend_of(settings: dict[str, Any]) -> OpenToolBackend:
+    """A backend built as the gateway builds it: from its typed settings."""
+    return OpenToolBackend(OpenToolBackendSettings.model_validate(settings), BackendContext())
 
 
 @pytest.fixture(scope="module", params=["error-null", "omit-error"])
@@ -62,7 +69,7 @@ async def test_sdk_client_interface(upstream: str) -> None:
 
 
 async def dispatcher(url: str, **settings: object) -> tuple[Dispatcher, OpenToolBackend]:
-    backend = OpenToolBackend("geo", {"name": "geo", "kind": "opentool", "url": url, "api_key": KEY, **settings})
+    backend = backend_of({"name": "geo", "kind": "opentool", "url": url, "api_key": KEY, **settings})
     return Dispatcher(Catalog(await backend.discover()), {"geo": backend}, default_timeout=10), backend
 
 
@@ -88,14 +95,13 @@ async def test_backend_discovers_and_calls(upstream: str) -> None:
 async def test_client_authorization_is_forwarded_only_when_configured() -> None:
     with python_server("tests.upstreams.opentool_server") as port:
         for forward, expected in ((False, None), (True, "Bearer client-token")):
-            backend = OpenToolBackend(
-                "open",
+            backend = backend_of(
                 {
                     "name": "open",
                     "kind": "opentool",
                     "url": f"http://127.0.0.1:{port}",
                     "forward_authorization": forward,
-                },
+                }
             )
             dispatch = Dispatcher(Catalog(await backend.discover()), {"open": backend})
             try:
@@ -171,7 +177,7 @@ def test_the_typescript_double_answers_as_the_sdk_server_runs(typescript_server:
 
 
 async def test_a_typescript_sdk_server_without_description_file_is_a_discovery_error(typescript_server: str) -> None:
-    backend = OpenToolBackend("ts", {"name": "ts", "kind": "opentool", "url": typescript_server, "api_key": TS_KEY})
+    backend = backend_of({"name": "ts", "kind": "opentool", "url": typescript_server, "api_key": TS_KEY})
     try:
         with pytest.raises(GatewayError) as info:
             await backend.discover()
@@ -235,7 +241,7 @@ async def test_description_file_fronts_the_typescript_sdk_server(
 async def test_a_bad_description_file_names_the_file_and_the_place(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("opentool: '1.0.0'\ninfo: {title: t, version: '1.0.0'}\nfunctions:\n  - {name: f}\n")
-    backend = OpenToolBackend("ts", {"name": "ts", "url": "http://127.0.0.1:9", "description_file": str(path)})
+    backend = backend_of({"name": "ts", "kind": "opentool", "url": "http://127.0.0.1:9", "description_file": str(path)})
     try:
         with pytest.raises(ConfigError) as info:
             await backend.discover()

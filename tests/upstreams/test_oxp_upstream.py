@@ -14,9 +14,13 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+from pydantic import ValidationError
 
 from adapters.oxp.backend import OxpBackend, upstream_call_id
+from adapters.oxp.settings import OxpBackendSettings
+from gateway.backends import BackendContext
 from gateway.catalog import Catalog
+from gateway.config import parse_config
 from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import Call, CallContext, Principal, ToolSpec
@@ -66,7 +70,9 @@ def legacy() -> Iterator[str]:
 
 
 def oxp_backend(url: str, **settings: Any) -> OxpBackend:
-    return OxpBackend("up", {"name": "up", "kind": "oxp", "url": url, **settings})
+    """A backend built as the gateway builds it: from its typed settings."""
+    typed = OxpBackendSettings.model_validate({"name": "up", "kind": "oxp", "url": url, **settings})
+    return OxpBackend(typed, BackendContext())
 
 
 def signed(**settings: Any) -> dict[str, Any]:
@@ -79,12 +85,12 @@ def context(**fields: Any) -> CallContext:
 
 async def failure_of(backend: OxpBackend, spec: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
     with pytest.raises(GatewayError) as info:
-        await backend.invoke(spec, arguments, ctx)
+        await backend.call(spec, arguments, ctx)
     return info.value.failure
 
 
 def by_id(specs: list[ToolSpec]) -> dict[str, ToolSpec]:
-    return {spec.oxp_id: spec for spec in specs}
+    return {spec.versioned_id: spec for spec in specs}
 
 
 def fingerprint(value: str) -> str:
@@ -280,7 +286,7 @@ async def test_jwt_is_minted_per_request_and_checked_by_the_upstream(upstream: s
             assert info.value.failure.kind is ErrorKind.UPSTREAM_UNAVAILABLE
             assert "credentials" in info.value.failure.message
         add = by_id(await right.discover())["Calculator.Add@1.0.0"]
-        assert await right.invoke(add, {"a": 1, "b": 2}, context()) == 3
+        assert await right.call(add, {"a": 1, "b": 2}, context()) == 3
         failure = await failure_of(wrong, add, {"a": 1, "b": 2}, context())
         assert failure.kind is ErrorKind.UPSTREAM_UNAVAILABLE and "credentials" in failure.message
     finally:
@@ -292,7 +298,7 @@ async def test_jwt_is_minted_per_request_and_checked_by_the_upstream(upstream: s
         spec = by_id(await echo.discover())["Echo.Request@1.0.0"]
         tokens = []
         for _ in range(2):
-            seen = (await echo.invoke(spec, {}, context()))["headers"]
+            seen = (await echo.call(spec, {}, context()))["headers"]
             tokens.append(seen["authorization"].removeprefix("Bearer "))
     finally:
         await echo.close()
@@ -303,8 +309,11 @@ async def test_jwt_is_minted_per_request_and_checked_by_the_upstream(upstream: s
 
 
 def test_a_short_jwt_secret_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigError, match="at least 32 bytes"):
+    with pytest.raises(ValidationError, match="at least 32 bytes"):
         oxp_backend("http://127.0.0.1:9", jwt={"secret": "short"})
+    config = 'backends:\n  - {name: up, kind: oxp, url: "http://127.0.0.1:9", jwt: {secret: short}}\n'
+    with pytest.raises(ConfigError, match="at least 32 bytes"):
+        parse_config(config)
 
 
 async def test_client_authorization_is_forwarded_only_when_configured(upstream: str, legacy: str) -> None:
@@ -314,8 +323,8 @@ async def test_client_authorization_is_forwarded_only_when_configured(upstream: 
     try:
         add = by_id(await keeps_own.discover())["Calculator.Add@1.0.0"]
         # A garbage client header would be refused upstream: success proves it stayed here.
-        assert await keeps_own.invoke(add, {"a": 2, "b": 2}, context(client_authorization="Bearer garbage")) == 4
-        assert await forwards.invoke(add, {"a": 2, "b": 3}, context(client_authorization=good)) == 5
+        assert await keeps_own.call(add, {"a": 2, "b": 2}, context(client_authorization="Bearer garbage")) == 4
+        assert await forwards.call(add, {"a": 2, "b": 3}, context(client_authorization=good)) == 5
         for client_header in ("Bearer garbage", None):
             refused = await failure_of(forwards, add, {"a": 1, "b": 1}, context(client_authorization=client_header))
             assert refused.kind is ErrorKind.UNAUTHENTICATED  # the client's own credentials: the client can fix it
@@ -331,7 +340,7 @@ async def test_client_authorization_is_forwarded_only_when_configured(upstream: 
         echo = oxp_backend(legacy, path="/oxp", **settings)
         try:
             spec = by_id(await echo.discover())["Echo.Request@1.0.0"]
-            seen = (await echo.invoke(spec, {}, context(client_authorization="Bearer client")))["headers"]
+            seen = (await echo.call(spec, {}, context(client_authorization="Bearer client")))["headers"]
         finally:
             await echo.close()
         assert seen["authorization"] == expected, settings
@@ -363,7 +372,7 @@ async def test_the_request_on_the_wire(legacy: str, shape: str) -> None:
             secrets={"K": "v"},
             authorization={"demo": "tok"},
         )
-        seen = await backend.invoke(renamed, {"note": "hi"}, ctx)
+        seen = await backend.call(renamed, {"note": "hi"}, ctx)
     finally:
         await backend.close()
     inner = {
@@ -560,7 +569,7 @@ async def test_each_answer_maps_to_its_kind(
         spec = by_id(await backend.discover())["Echo.Answer@1.0.0"]
         arguments = {"status": status, "body": body, "headers": headers or {}}
         if kind is None:
-            assert await backend.invoke(spec, arguments, context()) is None
+            assert await backend.call(spec, arguments, context()) is None
             return
         failure = await failure_of(backend, spec, arguments, context())
     finally:

@@ -24,7 +24,9 @@ import requests
 
 from adapters.toolserver import codec
 from adapters.toolserver.backend import ToolServerBackend
+from adapters.toolserver.settings import ToolServerBackendSettings
 from gateway.app import create_app
+from gateway.backends import BackendContext
 from gateway.catalog import Catalog
 from gateway.config import parse_config
 from gateway.dispatch import Dispatcher
@@ -52,10 +54,13 @@ def settings(url: str, **extra: Any) -> dict[str, Any]:
     return {"name": "node", "kind": "toolserver", "url": url, "follow_backoff_s": 0.01, **extra}
 
 
+def backend_of(config: dict[str, Any]) -> ToolServerBackend:
+    return ToolServerBackend(ToolServerBackendSettings.model_validate(config), BackendContext())
+
+
 async def connect(url: str, timeout: float = 10, **extra: Any) -> tuple[Dispatcher, ToolServerBackend]:
-    config = settings(url, **extra)
-    backend = ToolServerBackend("node", config)
-    specs = apply_routing(await backend.discover(), config)
+    backend = backend_of(settings(url, **extra))
+    specs = apply_routing(await backend.discover(), backend.settings)
     return Dispatcher(Catalog(specs), {"node": backend}, default_timeout=timeout), backend
 
 
@@ -111,7 +116,7 @@ async def test_results_and_error_mapping(node: str) -> None:
 
 
 async def test_wrong_path_is_upstream_unavailable(node: str) -> None:
-    backend = ToolServerBackend("node", settings(node, path="/nowhere", retries=0))
+    backend = backend_of(settings(node, path="/nowhere", retries=0))
     with pytest.raises(GatewayError) as info:
         await backend.discover()
     assert info.value.failure.kind == ErrorKind.UPSTREAM_UNAVAILABLE
@@ -441,7 +446,7 @@ async def test_fault(mode: str, expected: ErrorKind, tmp_path: Path) -> None:
 
 async def test_refused_connection() -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    backend = ToolServerBackend("node", settings(url, retries=1, retry_backoff_s=0.01))
+    backend = backend_of(settings(url, retries=1, retry_backoff_s=0.01))
     with pytest.raises(GatewayError) as info:
         await backend.discover()
     assert info.value.failure.kind == ErrorKind.UPSTREAM_UNAVAILABLE  # the runtime marks it down; not fatal
@@ -529,7 +534,7 @@ async def test_a_bare_node_is_detected_and_serves_every_session(bare: str) -> No
 
 async def test_sessions_none_never_asks_for_a_cookie(node: str) -> None:
     before = live_nodes(node)
-    backend = ToolServerBackend("node", settings(node, sessions="none", retries=0))
+    backend = backend_of(settings(node, sessions="none", retries=0))
     try:
         with pytest.raises(GatewayError) as info:
             await backend.discover()  # a Manager wants a cookie: refused, and none was asked for

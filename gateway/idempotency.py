@@ -1,24 +1,31 @@
-"""Idempotent OXP calls: one run per `call_id`, recorded in the state store, collected with patience.
+"""Idempotent runs: one run per idempotency key, its outcome recorded in the state store and replayed.
 
-A record per call id lives in the `StateStore` (so replicas can share it):
-`running` while the tool runs, then `done` with the outcome as JSON for the
-retention time. The live run sits in the `RunRegistry` under the same key, so
-a duplicate that arrives while it runs waits for that very run, and a client
-that gave up after the patience collects it with the same call id. Failures
-answered before the tool ran (unknown tool, missing authorization, invalid
-input) are not recorded: a retry after fixing them must run.
+A front whose protocol carries an idempotency key (a client-chosen call id)
+hands each call here with the key and a fingerprint of what makes two requests
+"the same call". A record per key lives in the `StateStore` (so replicas can
+share it): `running` while the tool runs, then `done` with the outcome as JSON
+for the retention time. The live run sits in the `RunRegistry` under the same
+key, so a duplicate that arrives while it runs waits for that very run, and a
+client that gave up after the patience collects it with the same key. Only the
+outcomes the front's `recorded` predicate accepts are kept (typically: the tool
+ran); a failure answered before the tool ran is dropped, so a retry after
+fixing it runs.
 
 A repeat is answered from the record only after the checks the first call
-passed (the caller may still call the tool, its secrets and authorizations are
-present): the key already names the principal and the fingerprint the user, so
-a record never reaches another caller. The records this process wrote are kept
-within a byte budget and a count (`Retained`); the oldest go first.
+passed (`precheck`: the caller may still call the tool, its secrets and
+authorizations are present): the key names the principal and the fingerprint
+what the front deems identity (the user, say), so a record never reaches
+another caller. The records this process wrote are kept within a byte budget
+and a count (`Retained`); the oldest go first.
+
+The service outlives reloads (it belongs to the gateway, not to a front
+object); a front calls `configure()` with its current settings each time its
+routes are built.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 import uuid
 from collections import OrderedDict
@@ -30,39 +37,30 @@ from urllib.parse import quote
 import orjson
 import structlog
 
-from adapters.oxp import codec
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.model import Call, Outcome
+from gateway.model import Call, Outcome, principal_name
 from gateway.runs import Run, RunRegistry
 from gateway.state import StateStore
 
-log = structlog.get_logger("toolplex.oxp")
+log = structlog.get_logger("toolplex.idempotency")
 
 POLL_S = 0.05  # how often to look at a record whose run lives in another replica
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # fronts.oxp.retention_max_bytes
-DEFAULT_MAX_ENTRIES = 10_000  # fronts.oxp.retention_max_entries (about 1.3 KB each in memory)
 
 Precheck = Callable[[Call], Failure | None]
+Recorded = Callable[[Outcome], bool]
 
 
-def record_key(principal: str, call_id: str) -> str:
-    """`oxp:call:<principal>:<call_id>`, the principal quoted so that no ':' in it can shift the split.
+@dataclass(frozen=True)
+class IdempotencyPolicy:
+    """What a front configured: how long records live, how long a request waits, what is worth keeping."""
 
-    JWT principals are `jwt:<sub>`: unquoted, subject `a:b` with call id `c` and
-    subject `a` with call id `b:c` would share one record.
-    """
-    return f"oxp:call:{quote(principal, safe='')}:{call_id}"
-
-
-def fingerprint(tool_id: str, arguments: dict[str, Any], user_id: str | None) -> str:
-    """What makes two requests with one call id "the same call": tool id as sent, input, user."""
-    canonical = orjson.dumps({"tool_id": tool_id, "input": arguments, "user_id": user_id}, option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(canonical).hexdigest()
-
-
-def recorded_by_tool(outcome: Outcome) -> bool:
-    """True when the tool ran (a 200 answer); only those outcomes are replayed."""
-    return codec.status_of(outcome.error) == 200
+    retention: float  # seconds a finished outcome is kept and replayed
+    patience: float  # seconds a request waits for its run before a pending answer
+    retry_after_ms: int  # advised in the pending answer
+    max_bytes: int  # budget of the kept outcomes' JSON in this process
+    max_entries: int  # most finished records this process keeps
+    recorded: Recorded  # which outcomes are kept (others: the record is dropped, a retry runs)
+    identity: str = "the same call"  # what a key must keep naming, for the conflict's developer message
 
 
 @dataclass(frozen=True)
@@ -116,69 +114,103 @@ class Retained:
             self.bytes -= entry.size
 
 
-class CallLedger:
-    def __init__(
+class IdempotentRuns:
+    """One run per (principal, key) in one namespace of the store; see the module docstring."""
+
+    def __init__(self, store: StateStore, runs: RunRegistry, precheck: Precheck, *, namespace: str) -> None:
+        self.store = store
+        self.runs = runs
+        self.precheck = precheck
+        self.namespace = namespace
+        self._policy: IdempotencyPolicy | None = None
+        # Bounds come from configure(); the index itself survives reconfiguring (reloads).
+        self.retained = Retained(max_bytes=0, max_entries=0, retention=0.0)
+        self._background: set[asyncio.Task[None]] = set()
+
+    def configure(
         self,
-        store: StateStore,
-        runs: RunRegistry,
         *,
         retention: float,
         patience: float,
         retry_after_ms: int,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        max_entries: int = DEFAULT_MAX_ENTRIES,
-        precheck: Precheck | None = None,
+        max_bytes: int,
+        max_entries: int,
+        recorded: Recorded,
+        identity: str = "the same call",
     ) -> None:
-        self.store = store
-        self.runs = runs
-        self.retention = retention
-        self.patience = patience
-        self.retry_after_ms = retry_after_ms
-        self.retained = Retained(max_bytes=max_bytes, max_entries=max_entries, retention=retention)
-        self.precheck: Precheck = precheck or runs.dispatcher.precheck
-        self._background: set[asyncio.Task[None]] = set()
+        """Set (or change, on a reload) the policy; calls already waiting keep the one they started with."""
+        self._policy = IdempotencyPolicy(
+            retention, patience, retry_after_ms, max_bytes, max_entries, recorded, identity
+        )
+        self.retained.max_bytes = max_bytes
+        self.retained.max_entries = max_entries
+        self.retained.retention = retention
 
-    async def call(self, key: str, fp: str, call: Call, lost_after: float) -> Outcome:
+    @property
+    def policy(self) -> IdempotencyPolicy:
+        if self._policy is None:
+            raise RuntimeError(f"IdempotentRuns({self.namespace!r}) is used before configure()")
+        return self._policy
+
+    def record_key(self, principal: str, key: str) -> str:
+        """`<namespace>:call:<principal>:<key>`, the principal quoted so that no ':' in it can shift the split.
+
+        JWT principals are `jwt:<sub>`: unquoted, subject `a:b` with key `c` and
+        subject `a` with key `b:c` would share one record.
+        """
+        return f"{self.namespace}:call:{quote(principal, safe='')}:{key}"
+
+    async def call(self, key: str, fingerprint: str, call: Call, lost_after: float) -> Outcome:
         """The outcome of `call` under idempotency key `key`: fresh, collected, replayed or pending.
 
-        `lost_after` (seconds) bounds how long a `running` record without a run
-        anywhere is believed; after that the run is reported lost. A repeat of a
-        call already recorded passes the precheck first, or gets its failure.
+        The key is scoped to the call's principal. `fingerprint` names what must
+        be equal for a repeat to be the same call; a different one under a key
+        still recorded is a conflict (MALFORMED). `lost_after` (seconds) bounds
+        how long a `running` record without a run anywhere is believed; after
+        that the run is reported lost. A repeat of a call already recorded
+        passes the precheck first, or gets its failure.
         """
+        policy = self.policy
+        record_key = self.record_key(principal_name(call.context.principal), key)
         started = time.monotonic()
-        deadline = started + self.patience
+        deadline = started + policy.patience
         first = True
         checked = False
         while True:
             if not first and time.monotonic() >= deadline:
-                return self._pending(call, started)
+                return _pending(call, started, policy)
             first = False
             token = uuid.uuid4().hex
-            fresh = {"status": "running", "fingerprint": fp, "token": token, "lost_at": time.time() + lost_after}
-            if await self.store.add(key, fresh, max(self.retention, lost_after)):
-                run = await self._start(key, token, call)
-                return await self._collect(key, token, run, call, deadline, started)
-            record = await self.store.get(key)
+            fresh = {
+                "status": "running",
+                "fingerprint": fingerprint,
+                "token": token,
+                "lost_at": time.time() + lost_after,
+            }
+            if await self.store.add(record_key, fresh, max(policy.retention, lost_after)):
+                run = await self._start(record_key, token, call)
+                return await self._collect(record_key, token, run, call, deadline, started, policy)
+            record = await self.store.get(record_key)
             if record is None:  # settled away between add and get: claim it again
                 continue
-            if record["fingerprint"] != fp:
-                raise _conflict(call.context.call_id, self.retention)
+            if record["fingerprint"] != fingerprint:
+                raise _conflict(call.context.call_id, policy)
             if not checked:  # the same checks as the first call, before anything of it is handed out
                 failure = self.precheck(call)
                 if failure is not None:
                     raise GatewayError(failure)
                 checked = True
             if record["status"] == "done":
-                log.debug("oxp_replay", call_id=call.context.call_id)
+                log.debug("idempotent_replay", namespace=self.namespace, call_id=call.context.call_id)
                 return _replay(call, record["outcome"])
-            run = self.runs.get(key)
+            run = self.runs.get(record_key)
             if run is not None:
-                return await self._collect(key, record["token"], run, call, deadline, started)
+                return await self._collect(record_key, record["token"], run, call, deadline, started, policy)
             if time.time() > record["lost_at"]:
                 return _lost(call, started)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return self._pending(call, started)
+                return _pending(call, started, policy)
             await asyncio.sleep(min(POLL_S, remaining))  # the run is elsewhere: poll the shared record
 
     async def _start(self, key: str, token: str, call: Call) -> Run:
@@ -193,15 +225,17 @@ class CallLedger:
         run.task.add_done_callback(lambda _task: self._spawn(self._settle(key, token, run)))
         return run
 
-    async def _collect(self, key: str, token: str, run: Run, call: Call, deadline: float, started: float) -> Outcome:
+    async def _collect(
+        self, key: str, token: str, run: Run, call: Call, deadline: float, started: float, policy: IdempotencyPolicy
+    ) -> Outcome:
         outcome = await self.runs.wait(run, deadline - time.monotonic())
         if outcome is None:
-            return self._pending(call, started)
+            return _pending(call, started, policy)
         await self._settle(key, token, run)  # so the next request sees the final record
         return outcome
 
     async def _settle(self, key: str, token: str, run: Run) -> None:
-        """Record a finished run's outcome, or drop the record when the tool never ran; idempotent.
+        """Record a finished run's outcome, or drop the record when it is not to be kept; idempotent.
 
         The run leaves the registry once settled: from then on the record is the only copy.
         """
@@ -213,25 +247,31 @@ class CallLedger:
             if record is not None and record.get("token") == token and record.get("status") != "done":
                 await self._record(key, token, record, run, outcome)
         except Exception:
-            log.exception("oxp_settle_failed", call_id=run.call.context.call_id)
+            log.exception("idempotent_settle_failed", namespace=self.namespace, call_id=run.call.context.call_id)
         finally:
             if run.done and self.runs.get(key) is run:
                 self.runs.forget(key)
 
     async def _record(self, key: str, token: str, record: dict[str, Any], run: Run, outcome: Outcome) -> None:
-        """Replace the `running` record by the outcome, within the budget; a failure before the tool ran: delete."""
-        if not recorded_by_tool(outcome):
+        """Replace the `running` record by the outcome, within the budget; an outcome not to keep: delete."""
+        policy = self.policy
+        if not policy.recorded(outcome):
             await self.store.delete(key)
             return
         encoded = _encode(outcome)
         size = len(orjson.dumps(encoded))
         if not self.retained.fits(size):
-            log.warning("oxp_outcome_not_retained", call_id=run.call.context.call_id, bytes=size)
+            log.warning(
+                "idempotent_outcome_not_retained",
+                namespace=self.namespace,
+                call_id=run.call.context.call_id,
+                bytes=size,
+            )
             await self.store.delete(key)
             return
         evicted = self.retained.admit(key, token, size)
         done = {"status": "done", "fingerprint": record["fingerprint"], "token": token, "outcome": encoded}
-        await self.store.set(key, done, self.retention)
+        await self.store.set(key, done, policy.retention)
         for old_key, old_token in evicted:
             await self._evict(old_key, old_token)
 
@@ -250,19 +290,23 @@ class CallLedger:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _pending(self, call: Call, started: float) -> Outcome:
-        return Outcome(
-            call_id=call.context.call_id,
-            spec=None,
-            error=Failure(
-                kind=ErrorKind.PENDING,
-                message="The tool is still running; call again with the same call_id to collect its result",
-                developer_message=f"Not finished within the patience of {self.patience:g} s; the run goes on",
-                can_retry=True,
-                retry_after_ms=self.retry_after_ms,
-            ),
-            duration_ms=(time.monotonic() - started) * 1000,
-        )
+    def __repr__(self) -> str:
+        return f"IdempotentRuns(namespace={self.namespace!r}, retained={len(self.retained)})"
+
+
+def _pending(call: Call, started: float, policy: IdempotencyPolicy) -> Outcome:
+    return Outcome(
+        call_id=call.context.call_id,
+        spec=None,
+        error=Failure(
+            kind=ErrorKind.PENDING,
+            message="The tool is still running; call again with the same call_id to collect its result",
+            developer_message=f"Not finished within the patience of {policy.patience:g} s; the run goes on",
+            can_retry=True,
+            retry_after_ms=policy.retry_after_ms,
+        ),
+        duration_ms=(time.monotonic() - started) * 1000,
+    )
 
 
 def _encode(outcome: Outcome) -> dict[str, Any]:
@@ -298,12 +342,12 @@ def _lost(call: Call, started: float) -> Outcome:
     )
 
 
-def _conflict(call_id: str, retention: float) -> GatewayError:
+def _conflict(call_id: str, policy: IdempotencyPolicy) -> GatewayError:
     return GatewayError.of(
         ErrorKind.MALFORMED,
         f"call_id {call_id!r} was already used for a different call",
         developer_message=(
-            f"A call_id is an idempotency key: for {retention:g} s it must name the same tool_id, input and "
-            "user_id. Send a new call_id for a new call."
+            f"A call_id is an idempotency key: for {policy.retention:g} s it must name {policy.identity}. "
+            "Send a new call_id for a new call."
         ),
     )

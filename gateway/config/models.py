@@ -1,0 +1,290 @@
+"""The core sections of the configuration, and the root model assembled from the installed adapters.
+
+Each default lives once, here (core sections) or in an adapter's settings
+module (`fronts.<name>`, backends of `kind: <name>`). The docstrings of the
+models and the `description`s of their fields are user-facing: they become the
+JSON Schema (`toolplex schema`) and the configuration reference.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field, ValidationError, create_model
+
+from gateway.plugins import Adapter, installed_adapters
+from gateway.settings import BackendSettings, Section
+
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class ServerSettings(Section):
+    """Where the gateway listens and how it treats connections."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    public_url: str | None = Field(
+        default=None, description="Base URL clients reach the gateway at; used in documents fronts publish"
+    )
+    keepalive_timeout_s: float = Field(
+        default=5, gt=0, description="An idle keep-alive connection is closed after this many seconds"
+    )
+    max_header_bytes: int = Field(
+        default=65536,
+        ge=1024,
+        description="Request line plus headers larger than this get 431 and the connection is closed",
+    )
+    shutdown_grace_s: float = Field(
+        default=30,
+        ge=0,
+        description=(
+            "On SIGTERM/SIGINT, running calls get this long to finish; the rest are answered "
+            "'the gateway is shutting down'"
+        ),
+    )
+    allowed_hosts: list[NonEmpty] | None = Field(
+        default=None,
+        description=(
+            "Host header values served (name: any port; name:port; *.suffix; * for any); others get 421. "
+            "Default: localhost, 127.0.0.1 and [::1] when bound to a loopback address, any host otherwise"
+        ),
+    )
+    allowed_origins: list[NonEmpty] = Field(
+        default=[],
+        description=(
+            "Origin header values (scheme://host[:port], or *) allowed to call; a request carrying any other "
+            "Origin gets 403. Requests without Origin are not affected"
+        ),
+    )
+
+
+class LoggingSettings(Section):
+    """The gateway's structured logs (one event per call, on stderr)."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class LimitsSettings(Section):
+    """Bounds on requests, calls and upstream answers, for the whole gateway."""
+
+    max_body_bytes: int = Field(default=1048576, ge=1)
+    default_timeout_s: float = Field(default=30, gt=0)
+    max_timeout_s: float = Field(default=300, gt=0)
+    max_upstream_response_bytes: int = Field(
+        default=16777216,
+        ge=1,
+        description=(
+            "Largest answer read from an upstream (and largest streamed event); reading stops there and the call "
+            "fails as upstream_unavailable naming this limit"
+        ),
+    )
+    max_concurrent_calls: int = Field(
+        default=256,
+        ge=1,
+        description=(
+            "Calls running at once in the whole gateway; more are refused at once with rate_limited (429 / -32003)"
+        ),
+    )
+    max_concurrent_calls_per_principal: int = Field(
+        default=64,
+        ge=1,
+        description=(
+            "Calls running at once per API key name or JWT subject (with auth off, everyone is one principal)"
+        ),
+    )
+    max_json_depth: int = Field(
+        default=64,
+        ge=1,
+        le=1024,
+        description="Deepest nesting of arrays and objects accepted in a JSON request body",
+    )
+    max_upload_bytes: int = Field(
+        default=104857600,
+        ge=1,
+        description=("Largest file a front accepts as an upload (streamed to disk, never held in memory)"),
+    )
+
+
+class ApiKeySettings(Section):
+    """One API key clients send as `Authorization: Bearer <key>`."""
+
+    name: str | None = None
+    key: str = Field(min_length=8)
+    tools: list[str] | None = Field(
+        default=None, description="Globs on flat tool names this key may call; all when absent"
+    )
+
+
+class JwtAuthSettings(Section):
+    """Bearer JWTs signed with HS256 (no other algorithm, never none); exp is required"""
+
+    secret_env: str = Field(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Name of the environment variable holding the shared secret (at least 32 bytes)",
+    )
+    audience: str | None = Field(default=None, description="When set, tokens must carry this aud claim")
+    leeway_s: float = Field(default=0, ge=0, le=300, description="Clock skew tolerated on exp, in seconds")
+
+
+class AuthSettings(Section):
+    """Who may call: API keys, JWTs, or neither (then every caller is anonymous and may call every tool)."""
+
+    api_keys: list[ApiKeySettings] = Field(default=[])
+    jwt: JwtAuthSettings | None = None
+
+
+class ProviderSettings(Section):
+    """Where a user grants a tool access for one provider id."""
+
+    url: str = Field(
+        description="Where the user authorizes; a template that may use {provider}, {tool}, {user_id}, {scopes}"
+    )
+    check_url: str | None = Field(
+        default=None, description="Where a client polls the challenge's status; same placeholders"
+    )
+
+
+class AuthorizationSettings(Section):
+    """User-authorization providers that tools name in their requirements"""
+
+    providers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")], ProviderSettings] = Field(default={})
+
+
+class StateSettings(Section):
+    """Where sessions, pending calls and idempotency records live."""
+
+    kind: Literal["memory"] = "memory"
+    max_entries: int = Field(default=100000, ge=1)
+
+
+class WorkspacesSettings(Section):
+    """Session workspaces: the files of /upload_file and friends and of the FileSystemEnv tools, one directory per client session"""  # noqa: E501
+
+    root: str | None = Field(
+        default=None,
+        description=(
+            "Directory holding the workspaces (Toolplex owns it: leftovers of earlier runs are removed); "
+            "default: a per-process temporary directory removed at shutdown"
+        ),
+    )
+    max_bytes_per_workspace: int = Field(
+        default=268435456,
+        ge=1,
+        description="Bytes one workspace may hold; a write or upload past it is refused (413)",
+    )
+    max_workspaces: int = Field(
+        default=256, ge=1, description="Workspaces kept at once; the least recently used one is removed first"
+    )
+    idle_s: float = Field(
+        default=1800,
+        gt=0,
+        description="A workspace unused this long is removed (and so is one whose session is released)",
+    )
+
+
+class MiddlewareEntry(Section):
+    """One hook around every call: `Factory(**options)` imported from `use`."""
+
+    use: str = Field(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$",
+        description="module:Factory; called as Factory(**options)",
+    )
+    options: dict[str, Any] = Field(default={}, description="Keyword arguments for the factory")
+
+
+class DiscoverySettings(Section):
+    """How often backends are asked again for their tools."""
+
+    interval_s: float = Field(default=30, ge=0, description="Re-discover every backend this often; 0 turns it off")
+
+
+SECRETS_DESCRIPTION = "Server-side secrets handed to tools that declare them (values usually ${VAR})"
+ROOT_DESCRIPTION = "The fronts to mount, the backends, auth, limits and the state store; every section may be left out"
+BACKENDS_DESCRIPTION = "Where tools come from; the routing keys apply to every kind, the rest depend on `kind`"
+MIDDLEWARE_DESCRIPTION = "Hooks around every call, in order (the call log always runs first); see gateway/middleware.py"
+
+
+def _defaulted(model: type[BaseModel], description: str | None = None) -> Any:
+    """A field holding `model`: absent means the model's defaults, unless the model has required keys."""
+    try:
+        model()
+    except ValidationError:
+        return Field(description=description)
+    return Field(default_factory=model, description=description)
+
+
+def _fronts_model(adapters: tuple[tuple[str, Adapter], ...]) -> type[Section]:
+    fields: dict[str, Any] = {
+        name: (adapter.front.settings, _defaulted(adapter.front.settings))
+        for name, adapter in adapters
+        if adapter.front is not None
+    }
+    return create_model(
+        "FrontsSettings",
+        __base__=Section,
+        __doc__="The fronts (protocols clients speak) and their settings, by adapter name",
+        **fields,
+    )
+
+
+def _backend_item(adapters: tuple[tuple[str, Adapter], ...]) -> Any:
+    """One backend: the settings model of its `kind` (a discriminated union when several kinds exist)."""
+    models = [adapter.backend.settings for _, adapter in adapters if adapter.backend is not None]
+    if not models:
+        raise RuntimeError("no backend kind is installed (entry points group toolplex.adapters)")
+    if len(models) == 1:
+        return models[0]
+    return Annotated[Union[tuple(models)], Field(discriminator="kind")]  # noqa: UP007 - built at run time
+
+
+class GatewaySettings(Section):
+    """The core sections, typed statically; `root_model()` narrows `fronts` and `backends` to the installed adapters."""
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    authorization: AuthorizationSettings = Field(default_factory=AuthorizationSettings)
+    secrets: dict[str, str] = Field(default={}, description=SECRETS_DESCRIPTION)
+    state: StateSettings = Field(default_factory=StateSettings)
+    workspaces: WorkspacesSettings = Field(default_factory=WorkspacesSettings)
+    fronts: Any = None  # narrowed by root_model(): one field per installed front
+    middleware: list[MiddlewareEntry] = Field(default=[], description=MIDDLEWARE_DESCRIPTION)
+    backends: list[BackendSettings] = Field(default=[], description=BACKENDS_DESCRIPTION)
+    discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
+
+
+@cache
+def _assemble(adapters: tuple[tuple[str, Adapter], ...]) -> type[GatewaySettings]:
+    fronts = _fronts_model(adapters)
+    return create_model(
+        "GatewaySettings",
+        __base__=GatewaySettings,
+        __doc__=ROOT_DESCRIPTION,
+        fronts=(fronts, _defaulted(fronts)),
+        backends=(list[_backend_item(adapters)], Field(default=[], description=BACKENDS_DESCRIPTION)),  # type: ignore[misc]
+    )
+
+
+def root_model() -> type[GatewaySettings]:
+    """The whole configuration's model, for the adapters installed in this environment."""
+    return _assemble(tuple(sorted(installed_adapters().items())))
+
+
+__all__ = [
+    "ApiKeySettings",
+    "AuthSettings",
+    "AuthorizationSettings",
+    "DiscoverySettings",
+    "GatewaySettings",
+    "JwtAuthSettings",
+    "LimitsSettings",
+    "LoggingSettings",
+    "MiddlewareEntry",
+    "ProviderSettings",
+    "ServerSettings",
+    "StateSettings",
+    "WorkspacesSettings",
+    "root_model",
+]

@@ -1,0 +1,458 @@
+"""One call pipeline: stages `async (call, next) -> Outcome`, assembled once from the config.
+
+Every front's call passes the same stages, outermost first:
+
+    observe       the after-hooks (call log, metrics, user middleware): see every final outcome
+    frame         timing, shutdown tracking; a GatewayError anywhere inside becomes the outcome's failure
+    limits        concurrency limits, gateway-wide and per principal
+    resolve       name and version -> the catalog's ToolSpec
+    permissions   may this principal call this tool
+    requirements  secrets, user and authorizations the tool needs (the call's auth context)
+    middleware    the configured user middleware, in order (before-hooks, or whole stages)
+    validate      arguments against the tool's input schema
+    deadline      the call's deadline: asked, per tool, per backend, capped
+    cache         a cached result of a side-effect-free tool
+    dispatch      the backend runs the tool under the deadline
+
+A stage may raise `GatewayError` to fail the call; `frame` turns it into the
+outcome's canonical failure. The chain is composed once per snapshot, never
+per call; stages read the snapshot's catalog and backends through `parts`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import structlog
+
+from gateway.backends import Backend, Feature
+from gateway.cache import MISS, ResultCache
+from gateway.catalog import Catalog
+from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.limits import CallLimiter
+from gateway.model import Call, CallContext, Outcome, ToolSpec, permitted, principal_name
+from gateway.validation import ValidatorCache, parameter_errors
+
+log = structlog.get_logger("toolplex.call")
+
+SHUTDOWN_RETRY_AFTER_MS = 1000
+
+Next = Callable[[Call], Awaitable[Outcome]]
+Stage = Callable[[Call, Next], Awaitable[Outcome]]
+
+
+class Parts(Protocol):
+    """What the stages read per call: the catalog and the running backends (a snapshot, or a Dispatcher)."""
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    @property
+    def backends(self) -> Mapping[str, Backend]: ...
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """Deadlines and server-side secrets, from `limits` and `secrets`."""
+
+    default_timeout: float = 30.0
+    max_timeout: float = 300.0
+    secrets: Mapping[str, str] = field(default_factory=dict)
+
+
+def shutting_down() -> GatewayError:
+    """What a call gets when the gateway stops before (or while) running it."""
+    return GatewayError.of(
+        ErrorKind.UPSTREAM_UNAVAILABLE,
+        "The gateway is shutting down; the call did not complete, retry it shortly",
+        can_retry=True,
+        retry_after_ms=SHUTDOWN_RETRY_AFTER_MS,
+    )
+
+
+class Admission:
+    """Which calls are running (by task), so a shutdown can wait for them, then end the rest with an answer.
+
+    One per gateway, shared by every snapshot's pipeline: a reload never loses count.
+    """
+
+    def __init__(self) -> None:
+        self._running: dict[asyncio.Task[Any], int] = {}  # task -> calls it is inside
+        self._aborting: set[asyncio.Task[Any]] = set()  # of those, the ones the shutdown cancelled
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._hurry = asyncio.Event()  # set by a second Ctrl-C: end the running calls now
+        self.shutting_down = False
+
+    @property
+    def running(self) -> int:
+        """Calls in progress right now (in any front, or in the background)."""
+        return sum(self._running.values())
+
+    def enter(self, task: asyncio.Task[Any] | None) -> None:
+        if self.shutting_down:
+            raise shutting_down()
+        if task is not None:
+            self._running[task] = self._running.get(task, 0) + 1
+            self._idle.clear()
+
+    def leave(self, task: asyncio.Task[Any] | None) -> None:
+        if task is None or task not in self._running:
+            return
+        self._running[task] -= 1
+        if self._running[task]:
+            return
+        del self._running[task]
+        self._aborting.discard(task)
+        if not self._running:
+            self._idle.set()
+
+    def cancelled_by_shutdown(self, task: asyncio.Task[Any] | None) -> bool:
+        """True when the only cancellation pending on `task` is the shutdown's: it is then withdrawn."""
+        if task is None or task not in self._aborting or task.cancelling() != 1:
+            return False
+        task.uncancel()
+        return True
+
+    async def drain(self, grace: float, answer_within: float = 5.0) -> int:
+        """Refuse new calls; give running ones `grace` seconds, then end the rest with "shutting down".
+
+        An ended call is answered by its front like any failed call (no dropped
+        connection); `answer_within` bounds the wait for those answers. Returns
+        how many calls had to be ended.
+        """
+        self.shutting_down = True
+        waits = [asyncio.ensure_future(self._idle.wait()), asyncio.ensure_future(self._hurry.wait())]
+        try:
+            await asyncio.wait(waits, timeout=max(0.0, grace), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        if not self._running:
+            return 0
+        left = list(self._running)
+        log.warning("shutdown_ending_calls", calls=len(left), grace_s=grace)
+        for task in left:
+            self._aborting.add(task)
+            task.cancel()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=answer_within)
+        except TimeoutError:
+            log.error("shutdown_calls_did_not_end", calls=self.running)
+        return len(left)
+
+    def hurry(self) -> None:
+        """Stop waiting for running calls: a draining gateway ends them now."""
+        self._hurry.set()
+
+
+class InFlight:
+    """Calls running on one pipeline: a reload closes what only the old snapshot used once this is zero."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def enter(self) -> None:
+        self.count += 1
+        self._idle.clear()
+
+    def leave(self) -> None:
+        self.count -= 1
+        if not self.count:
+            self._idle.set()
+
+    async def idle(self, timeout: float) -> bool:
+        """True once no call runs here, False when `timeout` seconds passed first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+def deadline_for(parts: Parts, policy: CallPolicy, call: Call, spec: ToolSpec) -> float:
+    """The call's deadline in seconds: asked for, else the tool's, else the default; capped by limits and backend."""
+    wanted = call.timeout if call.timeout is not None else spec.timeout
+    if wanted is None:
+        wanted = policy.default_timeout
+    backend = parts.backends.get(spec.backend)
+    cap = backend.settings.call_timeout_cap() if backend is not None else None
+    return min(wanted, policy.max_timeout, cap if cap is not None else policy.max_timeout)
+
+
+def authorize(spec: ToolSpec, ctx: CallContext) -> None:
+    principal = ctx.principal
+    if principal is not None and not permitted(principal, spec):
+        raise GatewayError.of(ErrorKind.FORBIDDEN, f"Caller {principal.name!r} may not call tool {spec.flat_name}")
+
+
+def check_requirements(
+    parts: Parts, policy: CallPolicy, spec: ToolSpec, ctx: CallContext, *, strict: bool = False
+) -> None:
+    """The secrets, user and authorizations the tool declares; fills `ctx.secrets` with what it may see."""
+    needs = spec.requirements
+    if needs.empty:
+        return
+    # A backend whose upstream checks requirements itself answers a missing authorization with the
+    # upstream's challenge, URL included; this side, knowing no URL, leaves it to the upstream.
+    backend = parts.backends.get(spec.backend)
+    relayed = not strict and backend is not None and Feature.CHECKS_REQUIREMENTS in backend.features
+    configured = policy.secrets
+    missing = [s for s in needs.secrets if s not in ctx.secrets and s not in configured]
+    if missing:
+        raise GatewayError.of(
+            ErrorKind.MISSING_REQUIREMENT,
+            f"Tool {spec.flat_name} needs the secret(s) {', '.join(missing)}",
+            developer_message="Supply them in the call context or in the gateway configuration",
+            details={"secrets": missing},
+        )
+    # The tool sees the secrets it declared: the caller's, else the configured ones.
+    ctx.secrets = {**{name: configured[name] for name in needs.secrets if name in configured}, **ctx.secrets}
+    if needs.user_id and not ctx.user_id:
+        raise GatewayError.of(
+            ErrorKind.MISSING_REQUIREMENT, f"Tool {spec.flat_name} needs a user_id", details={"user_id": True}
+        )
+    challenges = []
+    for auth in needs.authorization:
+        if auth.id in ctx.authorization or (relayed and not auth.url):
+            continue
+        fill = {  # URL-encoded: the values land inside URLs
+            "provider": quote(auth.id, safe=""),
+            "tool": quote(spec.flat_name, safe=""),
+            "user_id": quote(ctx.user_id or "", safe=""),
+            "scopes": quote(" ".join(auth.scopes), safe=""),
+        }
+        challenge: dict[str, Any] = {"id": auth.id}
+        if auth.url:
+            challenge["url"] = auth.url.format(**fill)
+        if auth.check_url:
+            challenge["check_url"] = auth.check_url.format(**fill)
+        challenges.append(challenge)
+    if challenges:
+        raise GatewayError.of(
+            ErrorKind.AUTHORIZATION_REQUIRED,
+            f"Tool {spec.flat_name} needs your authorization with {', '.join(c['id'] for c in challenges)}",
+            details={"authorization": challenges},
+        )
+
+
+def _spec(call: Call) -> ToolSpec:
+    assert call.spec is not None, "the resolve stage runs before this one"
+    return call.spec
+
+
+class Pipeline:
+    """The composed stages of one snapshot; `await pipeline(call)` runs a call through all of them."""
+
+    def __init__(
+        self,
+        parts: Parts,
+        *,
+        policy: CallPolicy,
+        admission: Admission,
+        limiter: CallLimiter,
+        middleware: Sequence[Any] = (),
+        cache: ResultCache | None = None,
+        validators: ValidatorCache | None = None,
+        in_flight: InFlight | None = None,
+    ) -> None:
+        self.parts = parts
+        self.policy = policy
+        self.admission = admission
+        self.limiter = limiter
+        self.middleware = list(middleware)
+        self.cache = cache
+        self.validators = validators if validators is not None else ValidatorCache()
+        self.in_flight = in_flight if in_flight is not None else InFlight()  # shared by one config's pipelines
+        self._after = [m.after for m in reversed(self.middleware) if callable(getattr(m, "after", None))]
+        stages: list[Stage] = [
+            self._observe,
+            self._frame,
+            self._limits,
+            self._resolve,
+            self._permissions,
+            self._requirements,
+            *(_as_stage(m) for m in self.middleware if _as_stage(m) is not None),  # type: ignore[misc]
+            self._validate,
+            self._deadline,
+        ]
+        if cache is not None:
+            stages.append(self._cache)
+        self.stages = tuple(stages)
+        self._run: Next = _compose(self.stages, self._dispatch)
+
+    async def __call__(self, call: Call) -> Outcome:
+        return await self._run(call)
+
+    # ---- the stages, outermost first ----
+
+    async def _observe(self, call: Call, next_: Next) -> Outcome:
+        outcome = await next_(call)
+        for hook in self._after:
+            try:
+                await hook(call, outcome)
+            except Exception:
+                log.exception("middleware_after_failed", call_id=outcome.call_id, middleware=_owner(hook))
+        return outcome
+
+    async def _frame(self, call: Call, next_: Next) -> Outcome:
+        started = time.monotonic()
+        call.started = started
+        ctx = call.context
+        task = asyncio.current_task()
+        outcome: Outcome | None = None
+        failure: Failure | None = None
+        self.in_flight.enter()
+        try:
+            self.admission.enter(task)
+            outcome = await next_(call)
+        except GatewayError as exc:
+            failure = exc.failure
+        except asyncio.CancelledError:
+            if not self.admission.cancelled_by_shutdown(task):
+                raise
+            failure = shutting_down().failure
+        except Exception:
+            log.exception("internal_error", call_id=ctx.call_id, tool=call.tool)
+            failure = Failure(
+                kind=ErrorKind.INTERNAL, message=f"Internal error; quote call id {ctx.call_id} to the operator"
+            )
+        finally:
+            self.admission.leave(task)
+            self.in_flight.leave()
+        if outcome is None:
+            outcome = Outcome(call_id=ctx.call_id, spec=call.spec, error=failure)
+        outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)
+        return outcome
+
+    async def _limits(self, call: Call, next_: Next) -> Outcome:
+        with self.limiter.slot(principal_name(call.context.principal)):
+            return await next_(call)
+
+    async def _resolve(self, call: Call, next_: Next) -> Outcome:
+        call.spec = self.parts.catalog.resolve(call.tool, call.version)
+        return await next_(call)
+
+    async def _permissions(self, call: Call, next_: Next) -> Outcome:
+        authorize(_spec(call), call.context)
+        return await next_(call)
+
+    async def _requirements(self, call: Call, next_: Next) -> Outcome:
+        check_requirements(self.parts, self.policy, _spec(call), call.context)
+        return await next_(call)
+
+    async def _validate(self, call: Call, next_: Next) -> Outcome:
+        spec = _spec(call)
+        problems = parameter_errors(self.validators.get(spec.input_schema), call.arguments)
+        if problems:
+            listed = "; ".join(f"{name}: {msg}" for name, msg in problems.items())
+            raise GatewayError.of(
+                ErrorKind.INVALID_ARGUMENTS,
+                f"Invalid arguments for {spec.flat_name}: {listed}",
+                parameter_errors=problems,
+            )
+        return await next_(call)
+
+    async def _deadline(self, call: Call, next_: Next) -> Outcome:
+        spec = _spec(call)
+        call.deadline_s = deadline_for(self.parts, self.policy, call, spec)
+        call.context.deadline = call.started + call.deadline_s
+        return await next_(call)
+
+    async def _cache(self, call: Call, next_: Next) -> Outcome:
+        assert self.cache is not None
+        spec = _spec(call)
+        hit = self.cache.get(spec, call.arguments)
+        if hit is not MISS:
+            return Outcome(call_id=call.context.call_id, spec=spec, value=hit, cached=True)
+        outcome = await next_(call)
+        if outcome.error is None:
+            self.cache.put(spec, call.arguments, outcome.value)
+        return outcome
+
+    async def _dispatch(self, call: Call) -> Outcome:
+        spec = _spec(call)
+        ctx = call.context
+        timeout = call.deadline_s if call.deadline_s is not None else self.policy.default_timeout
+        backend = self.parts.backends.get(spec.backend)
+        if backend is None:
+            raise GatewayError.of(
+                ErrorKind.UPSTREAM_UNAVAILABLE, f"Backend {spec.backend!r} of tool {spec.flat_name} is not running"
+            )
+        try:
+            async with asyncio.timeout(timeout):
+                value = await backend.call(spec, call.arguments, ctx)
+        except TimeoutError:
+            raise GatewayError.of(
+                ErrorKind.DEADLINE,
+                f"Tool {spec.flat_name} did not finish within {timeout:g} s",
+                can_retry=True,
+                details={"timeout_s": timeout, **ctx.notes},
+            ) from None
+        return Outcome(call_id=ctx.call_id, spec=spec, value=value)
+
+    # ---- the checks without the run ----
+
+    def precheck(self, call: Call) -> Failure | None:
+        """The checks before a tool runs (exists, permitted, requirements present), without running it.
+
+        For fronts that answer a repeated call from a record (OXP call_id replay): the
+        record is handed out only to a call that would pass these checks now.
+        """
+        try:
+            spec = self.parts.catalog.resolve(call.tool, call.version)
+            authorize(spec, call.context)
+            check_requirements(self.parts, self.policy, spec, call.context, strict=True)
+        except GatewayError as exc:
+            return exc.failure
+        return None
+
+    def deadline_for(self, call: Call, spec: ToolSpec) -> float:
+        return deadline_for(self.parts, self.policy, call, spec)
+
+
+def _as_stage(middleware: Any) -> Stage | None:
+    """A configured middleware as a stage: its own `stage(call, next)`, or its `before` hook."""
+    stage = getattr(middleware, "stage", None)
+    if callable(stage):
+        return stage  # type: ignore[no-any-return]
+    before = getattr(middleware, "before", None)
+    if not callable(before):
+        return None
+    name = type(middleware).__name__
+
+    async def run_before(call: Call, next_: Next) -> Outcome:
+        rewritten = await before(call, _spec(call))
+        if rewritten is not None:
+            if not isinstance(rewritten, dict):
+                raise TypeError(f"{name}.before returned {type(rewritten).__name__}, not a dict")
+            call.arguments = rewritten
+        return await next_(call)
+
+    return run_before
+
+
+def _compose(stages: Sequence[Stage], terminal: Next) -> Next:
+    """Fold the stages around the terminal once: stage[0](call, stage[1](call, ... terminal))."""
+    run = terminal
+    for stage in reversed(stages):
+        run = _link(stage, run)
+    return run
+
+
+def _link(stage: Stage, next_: Next) -> Next:
+    async def linked(call: Call) -> Outcome:
+        return await stage(call, next_)
+
+    return linked
+
+
+def _owner(hook: Any) -> str:
+    return type(getattr(hook, "__self__", hook)).__name__

@@ -1,0 +1,195 @@
+"""What a front may do, and nothing more: the only object a front receives.
+
+Permission filtering and version resolution are decided here, once, for every
+front. Calls run on the snapshot current when they arrive, so a reload never
+changes a call midway. Pending calls (`runs`: ToolServerNode's 450, OXP's
+patience) and idempotent runs (`idempotent`: OXP's `call_id`) are services too,
+so a front holds no state of its own and can be rebuilt on every reload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from gateway.backends import Backend, Feature
+from gateway.dispatch import visible_tools
+from gateway.errors import Failure, GatewayError
+from gateway.idempotency import IdempotentRuns
+from gateway.model import Call, Outcome, Principal, ToolSpec, permitted
+from gateway.retrieval import retrieve
+from gateway.runs import RunRegistry
+from gateway.sessions import SessionRegistry
+from gateway.state import StateStore
+from gateway.workspaces import Workspaces
+
+if TYPE_CHECKING:
+    from gateway.config import GatewayConfig
+    from gateway.config.models import LimitsSettings
+    from gateway.runtime import Gateway
+
+
+class FrontServices:
+    """The narrow interface between fronts and the core (see `gateway.plugins.FrontPlugin`)."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._sessions: dict[str, SessionRegistry] = {}
+        self._idempotent: dict[str, IdempotentRuns] = {}
+        self._building: GatewayConfig | None = None  # the configuration whose fronts are being built
+
+    @contextlib.contextmanager
+    def building(self, config: GatewayConfig) -> Iterator[None]:
+        """While fronts are built for `config`, configuration answers (backends, limits) come from it."""
+        self._building = config
+        try:
+            yield
+        finally:
+            self._building = None
+
+    @property
+    def _config(self) -> GatewayConfig:
+        return self._building if self._building is not None else self._gateway.snapshot.config
+
+    # ---- the gateway as a whole ----
+
+    @property
+    def version(self) -> str:
+        return self._gateway.version
+
+    @property
+    def ready(self) -> bool:
+        return self._gateway.ready
+
+    @property
+    def limits(self) -> LimitsSettings:
+        """Request bounds a front applies while reading (body size, JSON depth, uploads)."""
+        return self._config.settings.limits
+
+    @property
+    def public_url(self) -> str | None:
+        """`server.public_url`: how clients reach the gateway, for the documents a front publishes."""
+        return self._config.settings.server.public_url
+
+    def authenticate(self, headers: Mapping[str, str]) -> Principal | None:
+        """The caller named by the request's credentials; raises GatewayError (unauthenticated) when they fail."""
+        return self._gateway.snapshot.authenticator.authenticate(headers)
+
+    # ---- the catalog, as this caller may see it ----
+
+    def tools(self, principal: Principal | None, *, latest_only: bool = True) -> list[ToolSpec]:
+        """The listed tools this caller may call, sorted by name (every version when not `latest_only`)."""
+        return visible_tools(self._gateway.snapshot.catalog, principal, latest_only=latest_only)
+
+    def toolkits(self, principal: Principal | None) -> dict[str, list[ToolSpec]]:
+        """`tools(principal)` grouped by toolkit, in catalog order."""
+        kits: dict[str, list[ToolSpec]] = {}
+        for spec in self.tools(principal):
+            kits.setdefault(spec.toolkit, []).append(spec)
+        return kits
+
+    def has_toolkit(self, name: str) -> bool:
+        """True when any tool (hidden ones included) is in this toolkit."""
+        return name in self._gateway.snapshot.catalog.toolkits(visible_only=False)
+
+    def resolve(self, tool: str, version: str | None = None) -> ToolSpec:
+        """A tool by flat or qualified name and version (x.y.z, x, or None for the latest); NOT_FOUND otherwise."""
+        return self._gateway.snapshot.catalog.resolve(tool, version)
+
+    def versions_of(self, tool: str) -> list[str]:
+        """Every version of a tool, newest first (empty when unknown)."""
+        return self._gateway.snapshot.catalog.versions_of(tool)
+
+    def callable_tool(self, tool: str, principal: Principal | None, version: str | None = None) -> ToolSpec | None:
+        """A tool this caller may call (hidden ones too: they are callable), else None."""
+        try:
+            spec = self.resolve(tool, version)
+        except GatewayError:
+            return None
+        return spec if permitted(principal, spec) else None
+
+    async def search(self, question: str, top_k: int, principal: Principal | None) -> list[ToolSpec]:
+        """Up to `top_k` tools for a question, among those the caller may call (offline retrieval)."""
+        return await retrieve(self._gateway.snapshot.catalog, question, top_k, principal)
+
+    # ---- calling ----
+
+    async def call(self, call: Call) -> Outcome:
+        """Run one call through the pipeline; failures come back inside the outcome, never raised."""
+        return await self._gateway.snapshot.pipeline(call)
+
+    def precheck(self, call: Call) -> Failure | None:
+        """The checks a call would meet before running, without running it (for answers from a record)."""
+        return self._gateway.snapshot.pipeline.precheck(call)
+
+    def deadline_for(self, call: Call, spec: ToolSpec) -> float:
+        return self._gateway.snapshot.pipeline.deadline_for(call, spec)
+
+    @property
+    def runs(self) -> RunRegistry:
+        """Calls that outlive their request, collected later (pending calls)."""
+        return self._gateway.runs
+
+    def idempotent(self, namespace: str) -> IdempotentRuns:
+        """One run per idempotency key in `namespace`, its outcome recorded and replayed (configure() it)."""
+        runs = self._idempotent.get(namespace)
+        if runs is None:
+            runs = IdempotentRuns(self._gateway.store, self._gateway.runs, self.precheck, namespace=namespace)
+            self._idempotent[namespace] = runs
+        return runs
+
+    # ---- sessions, state and workspaces ----
+
+    def sessions(self, front: str, *, idle_s: float) -> SessionRegistry:
+        """The sessions of one front (its own store namespace); the same registry on every reload."""
+        registry = self._sessions.get(front)
+        if registry is None:
+            registry = SessionRegistry(self._gateway.store, front=front, idle_s=idle_s)
+            self._sessions[front] = registry
+        registry.idle_s = idle_s
+        return registry
+
+    @property
+    def store(self) -> StateStore:
+        """The shared key-value store (records a front keeps, such as result handles)."""
+        return self._gateway.store
+
+    @property
+    def workspaces(self) -> Workspaces:
+        return self._gateway.workspaces
+
+    # ---- backends, through the features they declare ----
+
+    def backend(self, name: str) -> Backend | None:
+        return self._gateway.snapshot.backends.get(name)
+
+    def backends_with(self, feature: Feature) -> list[Backend]:
+        """The running backends that declare `feature`, in configuration order."""
+        return [b for b in self._gateway.snapshot.backends.values() if feature in b.features]
+
+    def backend_description(self, name: str) -> str | None:
+        """The `description` a backend was given in the configuration."""
+        for settings in self._config.settings.backends:
+            if settings.name == name:
+                return settings.description
+        return None
+
+    def backend_names(self, kind: str | None = None) -> list[str]:
+        """The configured backends (of one kind), in configuration order."""
+        return [b.name for b in self._config.settings.backends if kind is None or b.kind == kind]
+
+    # ---- for the operator's fronts (metrics) ----
+
+    @property
+    def middleware(self) -> list[Any]:
+        """The configured middleware instances of the current configuration (the call log first)."""
+        return list(self._gateway.snapshot.generation.middleware)
+
+    @property
+    def reloads(self) -> Mapping[str, int]:
+        """Configuration reloads so far, by result: ok, failed."""
+        return dict(self._gateway.reloads)
+
+    def __repr__(self) -> str:
+        return f"FrontServices(version={self.version!r})"

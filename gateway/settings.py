@@ -1,0 +1,139 @@
+"""Typed settings: every config section and every adapter's settings is a pydantic model.
+
+Each default lives once, in its model. The root model is assembled from the
+core sections below and from the installed adapters' models (`gateway.plugins`),
+so `toolplex schema` prints a JSON Schema that always matches what is accepted.
+This module holds the base classes adapters build on; the core sections and the
+assembly live in `gateway.config.models`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+NAME_PATTERN = r"^[A-Za-z0-9_-]+$"
+PART_PATTERN = r"^[A-Za-z0-9_]+$"
+SEMVER_PATTERN = r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$"
+
+PositiveSeconds = Annotated[float, Field(gt=0)]
+
+
+class Section(BaseModel):
+    """A mapping in the YAML file: unknown keys are errors, values are never coerced silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class FrontSettings(Section):
+    """What every front accepts; an adapter's front settings subclass this."""
+
+    enabled: bool = True
+
+
+class CacheSettings(Section):
+    """Opt-in result caching for this backend's tools without side effects."""
+
+    ttl_s: float | None = Field(
+        default=None, gt=0, description="Cache every tool of the backend that declares no side effects for this long"
+    )
+    tools: dict[str, Annotated[float, Field(ge=0)]] | None = Field(
+        default=None,
+        description="Tool name or glob (Name or Toolkit.Name) -> TTL in seconds; 0 turns caching off for it",
+    )
+    max_entries: int = Field(
+        default=1000, ge=1, description="Most results kept for this backend (least recently used go first)"
+    )
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> CacheSettings:
+        if self.ttl_s is None and self.tools is None:
+            raise ValueError("the block is not valid under any of the given schemas: give ttl_s, tools, or both")
+        return self
+
+
+class BackendSettings(Section):
+    """The keys of every backend: its name, kind and the routing rules applied to what it discovers.
+
+    An adapter's backend settings subclass this (or `UpstreamBackendSettings`) and
+    narrow `kind` to `Literal["<adapter name>"]`.
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    kind: str
+    description: str | None = None
+    toolkit: str | None = Field(
+        default=None, pattern=PART_PATTERN, description="Expose every tool under this toolkit name"
+    )
+    prefix: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9_]*$", description="Prepend this to each tool's toolkit name"
+    )
+    include: list[str] | None = Field(default=None, description="Only the tools matching these globs")
+    exclude: list[str] | None = Field(default=None, description="Not the tools matching these globs")
+    rename: dict[str, Annotated[str, Field(pattern=PART_PATTERN)]] | None = Field(
+        default=None, description="Tool name (or Toolkit.Name) -> new name"
+    )
+    hide: list[str] | None = Field(default=None, description="Callable but not listed")
+    version: str | None = Field(default=None, pattern=SEMVER_PATTERN, description="Serve every tool as this version")
+    timeouts: dict[str, PositiveSeconds] | None = Field(default=None, description="Tool name -> deadline in seconds")
+    cache: CacheSettings | None = None
+
+    def call_timeout_cap(self) -> float | None:
+        """The cap this backend puts on every call's deadline (None: none of its own)."""
+        return None
+
+
+class UpstreamTimeouts(Section):
+    connect: PositiveSeconds = 5
+    read: PositiveSeconds = 30
+    total: PositiveSeconds = 60
+
+
+class BreakerSettings(Section):
+    failures: int = Field(default=5, ge=1)
+    cooldown_s: float = Field(default=30, ge=0)
+
+
+class UpstreamBackendSettings(BackendSettings):
+    """Keys every upstream (remote) backend accepts."""
+
+    url: str = Field(pattern=r"^https?://", description="Base URL of the upstream server")
+    timeouts_s: UpstreamTimeouts = Field(
+        default_factory=UpstreamTimeouts,
+        description=(
+            "Connecting is bounded by `connect` always; a call is read until its deadline, `read` and `total` "
+            "bound requests made outside a call (discovery, sessions)"
+        ),
+    )
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Cap on the deadline of every call to this backend (the client's or limits.default_timeout_s, and "
+            "limits.max_timeout_s, apply as well); default: no cap of its own"
+        ),
+    )
+    retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Retries of discovery requests, and of calls that provably never reached the upstream",
+    )
+    retry_backoff_s: float = Field(default=0.2, ge=0)
+    circuit_breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    max_connections: int = Field(default=50, ge=1)
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Extra headers sent with every request (values usually ${VAR})"
+    )
+    forward_authorization: bool = Field(
+        default=False, description="Forward the client's own Authorization header instead of the backend's credentials"
+    )
+
+    def call_timeout_cap(self) -> float | None:
+        return self.timeout_s
+
+
+def plain(model: BaseModel) -> dict[str, Any]:
+    """A settings model as the plain mapping it was written as, defaults filled in (for logs and hashing)."""
+    return model.model_dump(mode="json", exclude_none=True, by_alias=True)
