@@ -129,7 +129,7 @@ async def _serve(gateway: Any, server: Any, path: str, *, watch: bool) -> int:
     point ends in `gateway.close()`, which stops every sidecar and worker. SIGHUP,
     and with `watch` a change of the file, reload the configuration.
     """
-    from gateway.reload import ConfigReloader
+    from gateway.reload import ConfigReloader, settle_heap
 
     reloader = ConfigReloader(gateway, path)
     server.on_hangup = lambda: reloader.request("SIGHUP")
@@ -140,6 +140,7 @@ async def _serve(gateway: Any, server: Any, path: str, *, watch: bool) -> int:
             for problem in exc.problems:
                 print(problem, file=sys.stderr)
             return 1
+        settle_heap()
         reloader.start(watch=watch)
         try:
             await server.serve()

@@ -448,10 +448,8 @@ def _compose(stages: Sequence[Stage], terminal: Next) -> Next:
 
 
 def _link(stage: Stage, next_: Next) -> Next:
-    async def linked(call: Call) -> Outcome:
-        return await stage(call, next_)
-
-    return linked
+    """`stage` bound to what follows it; calling it returns the stage's own coroutine (no wrapper frame)."""
+    return lambda call: stage(call, next_)
 
 
 def _owner(hook: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from pathlib import Path
 
 import structlog
@@ -23,6 +24,20 @@ from gateway.runtime import Gateway
 log = structlog.get_logger("toolplex.reload")
 
 WATCH_DEBOUNCE_MS = 200  # editors write a file in several steps: wait for them to settle
+
+
+def settle_heap() -> None:
+    """Move what start-up (or a reload) built out of the cyclic collector's way.
+
+    Settings models, schemas, the catalog and the pipeline live as long as their
+    snapshot; scanning them on every full collection slowed each call by several
+    per cent (measured with bench/compare_trees.py). Frozen objects are never
+    collected, so the previous snapshot's garbage is collected first, then the
+    rest frozen: a reload leaks nothing.
+    """
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 class ConfigReloader:
@@ -51,6 +66,7 @@ class ConfigReloader:
         applied = await self.gateway.reload(config)
         if applied:
             configure_logging(config.settings.logging.level)
+            settle_heap()
         return applied
 
     def start(self, *, watch: bool) -> None:
