@@ -224,7 +224,7 @@ class Gateway:
 
     # ---- building ----
 
-    def _generation(self, config: GatewayConfig, backends: Mapping[str, Backend]) -> Generation:
+    def _generation(self, config: GatewayConfig, backends: Mapping[str, Backend], *, fronts: bool = True) -> Generation:
         """Everything of one configuration but its catalog; ConfigError when some part of it is wrong."""
         settings = config.settings
         generation = Generation(
@@ -239,10 +239,15 @@ class Gateway:
                 secrets=dict(settings.secrets),
             ),
         )
-        if self._app_builder is not None:
-            with self.services.building(config):
-                generation.app = self._app_builder(self.services, config)
+        if fronts:
+            self._build_fronts(generation)
         return generation
+
+    def _build_fronts(self, generation: Generation) -> None:
+        """The fronts' app of a generation (fronts may configure services: built only once all else is ready)."""
+        if self._app_builder is not None:
+            with self.services.building(generation.config):
+                generation.app = self._app_builder(self.services, generation.config)
 
     def _snapshot(self, generation: Generation, catalog: Catalog) -> Snapshot:
         pipeline = Pipeline(
@@ -319,7 +324,7 @@ class Gateway:
                 fresh[settings.name] = create_backend(settings, context)
         backends = {s.name: kept.get(s.name) or fresh[s.name] for s in config.settings.backends}
         try:
-            generation = self._generation(config, backends)
+            generation = self._generation(config, backends, fronts=False)
             discovery = Discovery(
                 config,
                 backends,
@@ -329,6 +334,7 @@ class Gateway:
             )
             await start_backends(fresh)
             catalog = await discovery.refresh(strict=True, only=set(fresh))
+            self._build_fronts(generation)  # last: nothing after it can refuse the reload
         except BaseException:
             await close_backends(fresh)
             raise
