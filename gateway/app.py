@@ -47,7 +47,7 @@ def front_app_builder(gateway_ref: list[Gateway], bind_host: str | None) -> Any:
         async def readyz(_request: Request) -> Response:
             """200 once started ("degraded" while some backend is down); 503 before. Lists every backend."""
             gateway = gateway_ref[0]
-            states = gateway.backend_states()
+            states = await gateway.backend_states()
             if not gateway.ready:
                 return json_response({"status": "starting", "backends": states}, status=503)
             status = "ready" if all(s["state"] == "up" for s in states) else "degraded"

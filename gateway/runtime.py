@@ -216,8 +216,21 @@ class Gateway:
         """Calls in progress right now (in any front, or in the background)."""
         return self.admission.running
 
-    def backend_states(self) -> list[dict[str, Any]]:
-        return [state.public() for state in self.discovery.states.values()] if self.discovery else []
+    async def backend_states(self) -> list[dict[str, Any]]:
+        """Each backend's discovery state, with what its own `health()` says now (its breaker, when down)."""
+        if self.discovery is None:
+            return []
+        states = []
+        for name, state in self.discovery.states.items():
+            shown = state.public()
+            backend = self.snapshot.backends.get(name)
+            if backend is not None:
+                health = await backend.health()
+                shown["breaker"] = health.breaker
+                if health.state != "up" and shown["state"] == "up":
+                    shown["state"], shown["error"] = health.state, health.detail
+            states.append(shown)
+        return states
 
     async def _call(self, call: Any) -> Any:
         return await self.snapshot.pipeline(call)
