@@ -27,13 +27,12 @@ from gateway.guard import HostOriginGuard, default_hosts
 from gateway.http import json_response
 from gateway.observability import config_secrets, register_secrets
 from gateway.runtime import Gateway
-from gateway.services import FrontServices
 
 
-def front_app_builder(gateway_ref: list[Gateway], bind_host: str | None) -> Any:
+def front_app_builder(bind_host: str | None) -> Any:
     """How each configuration becomes an ASGI app: health routes, every enabled front, the guard."""
 
-    def build(services: FrontServices, config: GatewayConfig) -> ASGIApp:
+    def build(gateway: Gateway, config: GatewayConfig) -> ASGIApp:
         server = config.settings.server
         guard = Middleware(
             HostOriginGuard,
@@ -46,7 +45,6 @@ def front_app_builder(gateway_ref: list[Gateway], bind_host: str | None) -> Any:
 
         async def readyz(_request: Request) -> Response:
             """200 once started ("degraded" while some backend is down); 503 before. Lists every backend."""
-            gateway = gateway_ref[0]
             states = await gateway.backend_states()
             if not gateway.ready:
                 return json_response({"status": "starting", "backends": states}, status=503)
@@ -64,7 +62,7 @@ def front_app_builder(gateway_ref: list[Gateway], bind_host: str | None) -> Any:
             routes=[
                 Route("/healthz", healthz, methods=["GET"]),
                 Route("/readyz", readyz, methods=["GET"]),
-                *front_routes(services, config),
+                *front_routes(gateway.services, config),
             ],
             middleware=[guard],
             exception_handlers={HTTPException: http_error, Exception: internal_error},
@@ -124,7 +122,5 @@ def create_app(config: GatewayConfig, *, start_with_server: bool = True, bind_ho
     An app not bound by us (in-process use, tests) checks Host only against a configured list.
     """
     register_secrets(config_secrets(config.data))  # API keys, upstream credentials: never in a log line
-    holder: list[Gateway] = []
-    gateway = Gateway(config, app_builder=front_app_builder(holder, bind_host))
-    holder.append(gateway)
+    gateway = Gateway(config, app_builder=front_app_builder(bind_host))
     return GatewayApp(gateway, start_with_server=start_with_server)

@@ -20,12 +20,14 @@ def _load(path: str) -> GatewayConfig:
 async def _catalog(config: GatewayConfig) -> tuple[Catalog, list[dict[str, Any]]]:
     """The catalog and each backend's state, after one strict discovery (then everything is closed)."""
     from gateway.middleware import build_middleware
-    from gateway.runtime import close_backends, discover_all
+    from gateway.runtime import close_backends, discover_all, report_backends
 
     build_middleware(config.settings.middleware)  # import errors are configuration errors too
     catalog, backends, states = await discover_all(config)
-    await close_backends(backends)
-    return catalog, [state.public() for state in states.values()]
+    try:
+        return catalog, await report_backends(states, backends)
+    finally:
+        await close_backends(backends)
 
 
 def _states_table(states: list[dict[str, Any]]) -> str:

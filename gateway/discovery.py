@@ -26,7 +26,6 @@ from gateway.errors import ConfigError, GatewayError
 from gateway.model import ToolSpec
 from gateway.routing import apply_routing
 from gateway.settings import BackendSettings
-from gateway.upstream import UPSTREAMS
 
 log = structlog.get_logger("toolplex.discovery")
 
@@ -42,6 +41,7 @@ class BackendState:
     specs: list[ToolSpec] = field(default_factory=list, repr=False)
 
     def public(self) -> dict[str, Any]:
+        """What discovery knows; readiness adds the backend's own `health()` (its breaker) to it."""
         return {
             "name": self.name,
             "kind": self.kind,
@@ -49,8 +49,6 @@ class BackendState:
             "tools": self.tools,
             "error": self.error,
             "checked_at": self.checked_at,
-            # closed | half-open | open for an upstream backend, None for in-process ones
-            "breaker": UPSTREAMS.breaker_state(self.name),
         }
 
 

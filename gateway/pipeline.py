@@ -279,7 +279,7 @@ class Pipeline:
             self._resolve,
             self._permissions,
             self._requirements,
-            *(_as_stage(m) for m in self.middleware if _as_stage(m) is not None),  # type: ignore[misc]
+            *(stage for m in self.middleware if (stage := _as_stage(m)) is not None),
             self._validate,
             self._deadline,
         ]

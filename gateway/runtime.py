@@ -44,7 +44,6 @@ from gateway.workspaces import uninstall as uninstall_workspaces
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
-    from gateway.services import FrontServices
     from gateway.settings import BackendSettings
 
 log = structlog.get_logger("toolplex.runtime")
@@ -102,6 +101,19 @@ async def _close_backend(name: str, backend: Backend) -> None:
         log.error("backend_close_timed_out", backend=name, seconds=BACKEND_CLOSE_TIMEOUT_S)
     except Exception:
         log.exception("backend_close_failed", backend=name)
+
+
+async def report_backends(states: Mapping[str, BackendState], backends: Mapping[str, Backend]) -> list[dict[str, Any]]:
+    """Each backend's discovery state with what its own `health()` says now (its breaker; down when it says so)."""
+    report = []
+    for name, state in states.items():
+        shown = state.public()
+        health = await backends[name].health()
+        shown["breaker"] = health.breaker  # closed | half-open | open, None without an upstream
+        if health.state != "up" and shown["state"] == "up":
+            shown["state"], shown["error"] = health.state, health.detail
+        report.append(shown)
+    return report
 
 
 async def discover_all(config: GatewayConfig) -> tuple[Catalog, dict[str, Backend], dict[str, BackendState]]:
@@ -168,7 +180,7 @@ class Snapshot:
         return self.generation.app
 
 
-AppBuilder = Callable[["FrontServices", GatewayConfig], "ASGIApp"]
+AppBuilder = Callable[["Gateway", GatewayConfig], "ASGIApp"]  # the fronts' app of one configuration
 
 
 class Gateway:
@@ -217,20 +229,8 @@ class Gateway:
         return self.admission.running
 
     async def backend_states(self) -> list[dict[str, Any]]:
-        """Each backend's discovery state, with what its own `health()` says now (its breaker, when down)."""
-        if self.discovery is None:
-            return []
-        states = []
-        for name, state in self.discovery.states.items():
-            shown = state.public()
-            backend = self.snapshot.backends.get(name)
-            if backend is not None:
-                health = await backend.health()
-                shown["breaker"] = health.breaker
-                if health.state != "up" and shown["state"] == "up":
-                    shown["state"], shown["error"] = health.state, health.detail
-            states.append(shown)
-        return states
+        discovery, backends = self.discovery, self.snapshot.backends  # swapped together: read them together
+        return await report_backends(discovery.states, backends) if discovery is not None else []
 
     async def _call(self, call: Any) -> Any:
         return await self.snapshot.pipeline(call)
@@ -260,7 +260,7 @@ class Gateway:
         """The fronts' app of a generation (fronts may configure services: built only once all else is ready)."""
         if self._app_builder is not None:
             with self.services.building(generation.config):
-                generation.app = self._app_builder(self.services, generation.config)
+                generation.app = self._app_builder(self, generation.config)
 
     def _snapshot(self, generation: Generation, catalog: Catalog) -> Snapshot:
         pipeline = Pipeline(
@@ -352,7 +352,11 @@ class Gateway:
             await close_backends(fresh)
             raise
         assert catalog is not None
-        restart = sorted(k for k in ("server", "state", "workspaces") if _section(old, k) != _section_of(config, k))
+        restart = [
+            k
+            for k in ("server", "state", "workspaces")
+            if getattr(old.config.settings, k) != getattr(config.settings, k)
+        ]
         if restart:
             log.warning("config_reload_needs_restart", sections=restart)
         self.limiter.max_total = config.settings.limits.max_concurrent_calls
@@ -415,11 +419,3 @@ class Gateway:
         uninstall_workspaces(self.workspaces)
         self.workspaces.close()
         await self.store.close()
-
-
-def _section(snapshot: Snapshot, name: str) -> Any:
-    return _section_of(snapshot.config, name)
-
-
-def _section_of(config: GatewayConfig, name: str) -> Any:
-    return getattr(config.settings, name)

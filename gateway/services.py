@@ -14,7 +14,6 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.backends import Backend, Feature
-from gateway.dispatch import visible_tools
 from gateway.errors import Failure, GatewayError
 from gateway.idempotency import IdempotentRuns
 from gateway.model import Call, Outcome, Principal, ToolSpec, permitted
@@ -80,7 +79,9 @@ class FrontServices:
 
     def tools(self, principal: Principal | None, *, latest_only: bool = True) -> list[ToolSpec]:
         """The listed tools this caller may call, sorted by name (every version when not `latest_only`)."""
-        return visible_tools(self._gateway.snapshot.catalog, principal, latest_only=latest_only)
+        catalog = self._gateway.snapshot.catalog
+        specs = catalog.latest(visible_only=True) if latest_only else catalog.all_versions()
+        return [s for s in specs if s.visible and permitted(principal, s)]
 
     def toolkits(self, principal: Principal | None) -> dict[str, list[ToolSpec]]:
         """`tools(principal)` grouped by toolkit, in catalog order."""
