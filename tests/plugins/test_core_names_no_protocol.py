@@ -62,3 +62,19 @@ def test_gateway_names_no_protocol() -> None:
         if (names := protocol_names(path.read_text()))
     }
     assert offending == {}
+
+
+# A front reaches the core only through FrontServices and the shared vocabulary (model, errors, http helpers).
+CORE_INTERNALS = ("gateway.runtime", "gateway.dispatch", "gateway.pipeline", "gateway.catalog", "gateway.config")
+
+
+def test_fronts_use_the_services_not_the_core_internals() -> None:
+    reached = {}
+    for path in sorted((ROOT / "adapters").glob("*/front.py")):
+        modules = [
+            node.module or "" for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+        ]
+        internal = [m for m in modules if m.startswith(CORE_INTERNALS)]
+        if internal:
+            reached[str(path.relative_to(ROOT))] = internal
+    assert reached == {}
