@@ -8,7 +8,7 @@ CONFIG ?= config/gateway.yaml
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test lint install install-test clean fuzz soak schema
+.PHONY: run test lint install install-test clean fuzz soak schema bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,12 @@ fuzz: install-test
 # 100,000 calls per kind against the default config; prints memory growth and descendant processes (bench/soak.py).
 soak: install-test
 	$(BIN)/python -m bench.soak --calls $${SOAK_CALLS:-100000}
+
+# Every front in process and proxied, against a bare Starlette app and the upstream called directly,
+# at 1 and 32 connections; then 10,000 tools and a short soak (bench/run.py). BENCH_ARGS="--rounds 3" etc.
+bench: install-test
+	@bench/install_wrk.sh || echo "wrk is missing: bench/run.py uses its own asyncio client (slower; it caps the figures)"
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 # The configuration's JSON Schema and reference, generated from the settings models (a test checks both are current).
 schema: $(VENV)/.installed

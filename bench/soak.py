@@ -90,24 +90,29 @@ def soak(kind: str, send: Send, base: str, port: int, calls: int, concurrency: i
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=100_000)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--max-seconds", type=float, default=1800)
-    args = parser.parse_args()
-    stop_at = time.monotonic() + args.max_seconds
+def run_soak(calls: int, concurrency: int, stop_at: float) -> list[dict]:
+    """Each kind's soak against one `toolplex serve` of the default configuration; a line per kind printed."""
     rows = []
     with gateway_process(DEFAULT_CONFIG) as base:
         port = int(base.rsplit(":", 1)[1])
         for kind, send in (("oxp /tools/call, distinct call_ids", oxp_call), ("tsn /execute_tool", execute_tool)):
-            row = soak(kind, send, base, port, args.calls, args.concurrency, stop_at)
+            row = soak(kind, send, base, port, calls, concurrency, stop_at)
             rows.append(row)
             print(
                 f"{row['kind']:<36} {row['calls']:>7} calls in {row['seconds']:>6} s  "
                 f"RSS {row['rss_after_warmup_mb']} -> {row['rss_end_mb']} MB ({row['growth_pct']:+} %)  "
                 f"{row['descendant_processes']} descendant process(es)  statuses {row['statuses']}"
             )
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--max-seconds", type=float, default=1800)
+    args = parser.parse_args()
+    rows = run_soak(args.calls, args.concurrency, time.monotonic() + args.max_seconds)
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = RESULTS / f"soak-{stamp}.json"
