@@ -28,6 +28,7 @@ import httpx
 import orjson
 import structlog
 
+from gateway.aiohttp_transport import AiohttpTransport
 from gateway.breaker import STATE_VALUES, CircuitBreaker, Permit
 from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, Failure, GatewayError
@@ -153,12 +154,16 @@ class Upstream:
         self.name = name
         self.settings = settings
         self.breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
-        self.client = httpx.AsyncClient(
+        if transport is None:  # httpx on aiohttp's pool: httpcore's costs CPU per call that grows with concurrency
+            transport = AiohttpTransport(
+                max_connections=settings.max_connections,
+                keepalive_expiry=httpx.Limits().keepalive_expiry,  # httpx's default: idle connections close after 5 s
+            )
+        self.client = httpx.AsyncClient(  # closing it closes the transport (httpx's aclose)
             base_url=settings.url,
             timeout=httpx.Timeout(
                 settings.total_timeout_s, connect=settings.connect_timeout_s, read=settings.read_timeout_s
             ),
-            limits=httpx.Limits(max_connections=settings.max_connections),
             headers=settings.headers,
             follow_redirects=False,
             transport=transport,
