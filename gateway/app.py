@@ -26,6 +26,7 @@ from gateway.fronts import front_routes
 from gateway.guard import HostOriginGuard, default_hosts
 from gateway.http import json_response
 from gateway.observability import config_secrets, register_secrets
+from gateway.router import IndexedRouter
 from gateway.runtime import Gateway
 
 
@@ -58,15 +59,18 @@ def front_app_builder(bind_host: str | None) -> Any:
         async def internal_error(_request: Request, _exc: Exception) -> Response:
             return json_response({"detail": "Internal server error"}, status=500)
 
-        return Starlette(
+        app = Starlette(
+            middleware=[guard],
+            exception_handlers={HTTPException: http_error, Exception: internal_error},
+        )
+        app.router = IndexedRouter(
             routes=[
                 Route("/healthz", healthz, methods=["GET"]),
                 Route("/readyz", readyz, methods=["GET"]),
                 *front_routes(gateway.services, config),
-            ],
-            middleware=[guard],
-            exception_handlers={HTTPException: http_error, Exception: internal_error},
+            ]
         )
+        return app
 
     return build
 

@@ -101,7 +101,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from gateway.app import create_app
     from gateway.observability import configure_logging
-    from gateway.serving import GatewayServer, uvicorn_config
+    from gateway.serving import GatewayServer, event_loop_factory, uvicorn_config
 
     try:
         config = _load(args.config)
@@ -121,7 +121,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         return 1
     http = GatewayServer(uvicorn_config(app, server, host, port), app.gateway, float(server.shutdown_grace_s))
-    return asyncio.run(_serve(app.gateway, http, args.config, watch=not args.no_reload))
+    with asyncio.Runner(loop_factory=event_loop_factory(server.loop)) as runner:
+        return runner.run(_serve(app.gateway, http, args.config, watch=not args.no_reload))
 
 
 async def _serve(gateway: Any, server: Any, path: str, *, watch: bool) -> int:

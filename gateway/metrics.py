@@ -9,7 +9,7 @@ The route adds each upstream backend's circuit breaker, read when scraped.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from gateway.services import FrontServices
 
 UNKNOWN_TOOL = "(unknown)"  # calls for tools not in the catalog: client-chosen names must not become labels
+MAX_CACHED_SERIES = 10_000  # label sets whose children are kept at hand (the metrics themselves keep all)
 DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
@@ -53,13 +54,21 @@ class Metrics(BaseMiddleware):
         self.cache_hits = Counter(
             "toolplex_cache_hits", "Calls answered from the result cache", ["tool"], registry=self.registry
         )
+        # Each label set's children, found once: `labels()` takes a lock and builds a key on every call.
+        self._series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
     async def after(self, call: Call, outcome: Outcome) -> None:
         front = call.context.front
         tool = outcome.spec.flat_name if outcome.spec else UNKNOWN_TOOL
         kind = "ok" if outcome.error is None else outcome.error.kind.value
-        self.calls.labels(front, tool, kind).inc()
-        self.duration.labels(front, tool).observe(outcome.duration_ms / 1000)
+        labels = (front, tool, kind)
+        series = self._series.get(labels)
+        if series is None:
+            series = self._series[labels] = (self.calls.labels(*labels), self.duration.labels(front, tool))
+            if len(self._series) > MAX_CACHED_SERIES:  # tools come and go with reloads: keep the newest
+                del self._series[next(iter(self._series))]
+        series[0].inc()
+        series[1].observe(outcome.duration_ms / 1000)
         if outcome.cached:
             self.cache_hits.labels(tool).inc()
 

@@ -115,6 +115,6 @@ def load_middleware(entries: Sequence[Any]) -> list[Any]:
     return loaded
 
 
-def build_middleware(entries: Sequence[Any]) -> list[Any]:
-    """The call log first (outermost), then the configured middleware in order (typed `middleware` entries)."""
-    return [CallLog(), *load_middleware(entries)]
+def build_middleware(entries: Sequence[Any], *, call_log: bool = True) -> list[Any]:
+    """The call log first (outermost, unless `logging.calls` is off), then the configured middleware in order."""
+    return [*([CallLog()] if call_log else []), *load_middleware(entries)]

@@ -7,9 +7,9 @@ travels back for the front to encode.
 
 from __future__ import annotations
 
+import os
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -108,7 +108,7 @@ def principal_name(principal: Principal | None) -> str:
 class CallContext:
     """Who is calling, under which deadline, with which caller-supplied credentials."""
 
-    call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    call_id: str = field(default_factory=lambda: os.urandom(16).hex())  # 32 hex digits, like uuid4().hex
     front: str = "internal"
     principal: Principal | None = None
     session_id: str | None = None

@@ -17,6 +17,7 @@ WARNING whatever the gateway's level.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 import structlog
 
 REDACTED = "[redacted]"
@@ -72,6 +74,9 @@ class _KnownSecrets:
             merged = set(self._values) | fresh
             self._values = tuple(sorted(merged, key=len, reverse=True)[:MAX_KNOWN_SECRETS])
 
+    def found_in(self, text: str) -> bool:
+        return any(value in text for value in self._values)
+
     def replace(self, text: str) -> str:
         for value in self._values:
             if value in text:
@@ -83,13 +88,33 @@ _KNOWN = _KnownSecrets()
 
 
 def is_secret_key(key: Any) -> bool:
-    name = str(key).lower()
-    return any(word in name for word in _SECRET_WORDS)
+    return _is_secret_name(key) if isinstance(key, str) else _is_secret_name(str(key))
+
+
+@functools.lru_cache(maxsize=4096)  # event keys are few and repeat: each is judged once
+def _is_secret_name(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+# Every credential shape above needs one of these characters (or "eyJ", a JWT's start): text
+# without them (tool names, ids, numbers: most of a call event) skips the five expressions.
+_PLAIN = re.compile(r"[^\s:=?&@]*")
+
+
+def cannot_hold_shapes(text: str) -> bool:
+    """True when no credential shape can match: none of the characters they need, no JWT start."""
+    return _PLAIN.fullmatch(text) is not None and "eyJ" not in text
 
 
 def redact_text(text: str) -> str:
     """`text` with every credential-shaped part replaced."""
     text = _KNOWN.replace(text)
+    return text if cannot_hold_shapes(text) else redact_shapes(text)
+
+
+def redact_shapes(text: str) -> str:
+    """Every credential shape in `text` replaced (known secret values are `redact_text`'s)."""
     text = _USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
     text = _QUERY_VALUE.sub(lambda m: f"{m.group('key')}{REDACTED}", text)
     text = _JWT.sub(REDACTED, text)
@@ -112,13 +137,41 @@ def redact_value(value: Any, depth: int = 0) -> Any:
     return redact_text(str(value))
 
 
+_SCALARS = (bool, int, float)
+
+
+@functools.lru_cache(maxsize=1024)  # an event's keys are one of a few fixed sets (one per log call site)
+def _any_secret_key(keys: tuple[str, ...]) -> bool:
+    return any(is_secret_key(key) for key in keys)
+
+
+def plain_event(event: dict[str, Any]) -> bool:
+    """True when nothing in the event can need redaction: no credential-like key, only scalars
+    and strings, and the strings (checked as one) hold no credential shape and no known secret."""
+    if _any_secret_key(tuple(event)):
+        return False
+    texts = []
+    for value in event.values():
+        if type(value) is str:
+            texts.append(value)
+        elif value is not None and not isinstance(value, _SCALARS):
+            return False
+    joined = "\x00".join(texts)  # no shape or secret spans the separator: each needs its own characters
+    return cannot_hold_shapes(joined) and not _KNOWN.found_in(joined)
+
+
 def redact_event(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
     """structlog processor: runs after exceptions are formatted, so tracebacks are covered too."""
-    for key in list(event):
-        value = event[key]
-        if is_secret_key(key) and value is not None:
+    if plain_event(event):  # most events (every call's): one check instead of one per field
+        return event
+    for key, value in event.items():  # values are replaced in place: the keys do not change
+        if value is None:
+            continue
+        if is_secret_key(key):
             event[key] = REDACTED
-        else:
+        elif type(value) is str:
+            event[key] = redact_text(value)
+        elif not isinstance(value, _SCALARS):
             event[key] = redact_value(value)
     return event
 
@@ -236,6 +289,11 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def _json_line(event: Any, **_options: Any) -> str:
+    """orjson instead of json.dumps for every log line; what it cannot encode is written as text."""
+    return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 def configure_logging(level: str = "info") -> None:
     numeric = getattr(logging, level.upper(), logging.INFO)
     install_record_redaction()
@@ -246,11 +304,11 @@ def configure_logging(level: str = "info") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            structlog.processors.format_exc_info,
+            redact_event,  # before the level and time stamp: those are ours, and need no redaction
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            redact_event,
-            structlog.processors.JSONRenderer(),
+            structlog.processors.JSONRenderer(serializer=_json_line),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),

@@ -35,8 +35,9 @@ from gateway.cache import MISS, ResultCache
 from gateway.catalog import Catalog
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.limits import CallLimiter
+from gateway.middleware import BaseMiddleware
 from gateway.model import Call, CallContext, Outcome, ToolSpec, permitted, principal_name
-from gateway.validation import ValidatorCache, parameter_errors
+from gateway.validation import ValidatorCache
 
 log = structlog.get_logger("toolplex.call")
 
@@ -271,7 +272,7 @@ class Pipeline:
         self.cache = cache
         self.validators = validators if validators is not None else ValidatorCache()
         self.in_flight = in_flight if in_flight is not None else InFlight()  # shared by one config's pipelines
-        self._after = [m.after for m in reversed(self.middleware) if callable(getattr(m, "after", None))]
+        self._after = [m.after for m in reversed(self.middleware) if _overrides(m, "after")]
         stages: list[Stage] = [
             self._observe,
             self._frame,
@@ -350,7 +351,7 @@ class Pipeline:
 
     async def _validate(self, call: Call, next_: Next) -> Outcome:
         spec = _spec(call)
-        problems = parameter_errors(self.validators.get(spec.input_schema), call.arguments)
+        problems = self.validators.get(spec.input_schema).errors(call.arguments)
         if problems:
             listed = "; ".join(f"{name}: {msg}" for name, msg in problems.items())
             raise GatewayError.of(
@@ -424,8 +425,9 @@ def _as_stage(middleware: Any) -> Stage | None:
     if callable(stage):
         return stage  # type: ignore[no-any-return]
     before = getattr(middleware, "before", None)
-    if not callable(before):
+    if not _overrides(middleware, "before"):
         return None
+    assert callable(before)
     name = type(middleware).__name__
 
     async def run_before(call: Call, next_: Next) -> Outcome:
@@ -437,6 +439,12 @@ def _as_stage(middleware: Any) -> Stage | None:
         return await next_(call)
 
     return run_before
+
+
+def _overrides(middleware: Any, hook: str) -> bool:
+    """The middleware has this hook, and not BaseMiddleware's own that does nothing (no empty stage per call)."""
+    found = getattr(middleware, hook, None)
+    return callable(found) and getattr(type(middleware), hook, None) is not getattr(BaseMiddleware, hook)
 
 
 def _compose(stages: Sequence[Stage], terminal: Next) -> Next:

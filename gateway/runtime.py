@@ -244,7 +244,7 @@ class Gateway:
             config=config,
             backends=MappingProxyType(dict(backends)),
             authenticator=build_authenticator(settings.auth),
-            middleware=build_middleware(settings.middleware),
+            middleware=build_middleware(settings.middleware, call_log=settings.logging.calls),
             cache=ResultCache.from_backends(settings.backends),
             policy=CallPolicy(
                 default_timeout=float(settings.limits.default_timeout_s),

@@ -27,6 +27,23 @@ ANSWER_MARGIN_S = 6.0  # after the grace: time for the ended calls' answers to b
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def event_loop_factory(loop: str = "auto") -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop for `auto` (when installed) and `uvloop`; None (asyncio's own) otherwise.
+
+    `toolplex serve` runs its own loop (`asyncio.Runner`) so that the gateway starts before the
+    server listens; uvicorn's `loop` setting only applies to `uvicorn.run`, so it is chosen here.
+    """
+    if loop == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if loop == "uvloop":
+            raise
+        return None
+    return uvloop.new_event_loop  # type: ignore[no-any-return]
+
+
 def http_protocol(max_header_bytes: int) -> type[asyncio.Protocol] | str:
     """httptools (uvicorn's fast parser) bounded to `max_header_bytes`; h11 where httptools is missing."""
     try:

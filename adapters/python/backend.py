@@ -190,7 +190,14 @@ class PythonBackend(BaseBackend):
 
     async def _call_decorated(self, declared: PythonTool, arguments: dict[str, Any], context: CallContext) -> Any:
         kwargs = declared.keyword_arguments(arguments, context)
-        value = await self._run(declared.func, context, **kwargs)
+        if declared.is_async:
+            value = await declared.func(**kwargs)
+        elif not declared.blocking:  # declared quick: a thread hop would cost more than the function
+            value = declared.func(**kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+        else:
+            value = await self._run(declared.func, context, **kwargs)
         return declared.schemas.output(value)
 
     async def _run(self, func: Callable[..., Any], context: CallContext, /, *args: Any, **kwargs: Any) -> Any:

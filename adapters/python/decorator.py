@@ -39,10 +39,11 @@ class PythonTool:
     visible: bool = True
     side_effects: bool = True
     requirements: Requirements = field(default_factory=Requirements)
+    blocking: bool = True
+    is_async: bool = field(init=False)
 
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.func)
+    def __post_init__(self) -> None:
+        self.is_async = inspect.iscoroutinefunction(self.func)  # asked on every call: found once
 
     def keyword_arguments(self, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
         """The function's keyword arguments: validated, nested objects built, the call context injected."""
@@ -73,11 +74,18 @@ def tool(
     secrets: Iterable[str] = (),
     authorization: Iterable[AuthorizationRequirement] = (),
     user_id: bool = False,
+    blocking: bool = True,
 ) -> Any:
     """Declare a tool; the schemas come from the type hints and the docstring.
 
     The function stays callable as before; the gateway reads what it needs
     from an attribute, so tests of the tool need no gateway.
+
+    A plain (not async) function runs in a thread, so that one that waits (on a
+    file, a socket, a lock) never stalls other calls. `blocking=False` declares
+    that it never waits and returns in microseconds (pure computation): it then
+    runs on the event loop itself, without the thread hop that costs more than
+    such a function does.
     """
 
     def wrap(fn: F) -> F:
@@ -94,6 +102,7 @@ def tool(
             visible=visible,
             side_effects=side_effects,
             requirements=Requirements(authorization=tuple(authorization), secrets=tuple(secrets), user_id=user_id),
+            blocking=blocking,
         )
         setattr(fn, ATTRIBUTE, spec)
         return fn

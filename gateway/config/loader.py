@@ -304,6 +304,14 @@ def parse_config(text: str, source: str = "<memory>", env: dict[str, str] | None
         if name is not None and names.index(name) != index:
             path = ("backends", index, "name")
             problems.append(f"{locate(source, marks, path)}: {format_path(path)}: backend name {name!r} is used twice")
+    if settings is not None and settings.server.workers > 1 and settings.state.kind == "memory":
+        path = ("server", "workers")
+        problems.append(
+            f"{locate(source, marks, path)}: {format_path(path)}: {settings.server.workers} workers need a state store "
+            "shared by processes; with state.kind: memory each process would keep its own sessions, pending calls "
+            "and idempotency records, and a client's next request could reach one that knows nothing of them. "
+            "Use workers: 1"
+        )
     if problems or settings is None:
         raise ConfigError(problems)
     return GatewayConfig(settings=settings, source=source, marks=marks)

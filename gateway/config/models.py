@@ -50,6 +50,19 @@ class ServerSettings(Section):
             "Default: localhost, 127.0.0.1 and [::1] when bound to a loopback address, any host otherwise"
         ),
     )
+    loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        default="auto",
+        description="The event loop: auto is uvloop when it is installed (by default), else asyncio",
+    )
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description=(
+            "Processes serving the port. More than 1 needs a state store shared by processes; "
+            "the in-memory store (state.kind: memory) refuses it"
+        ),
+    )
     allowed_origins: list[NonEmpty] = Field(
         default=[],
         description=(
@@ -63,6 +76,7 @@ class LoggingSettings(Section):
     """The gateway's structured logs (one event per call, on stderr)."""
 
     level: Literal["debug", "info", "warning", "error"] = "info"
+    calls: bool = Field(default=True, description="One `call` event per call (at info); false leaves them out")
 
 
 class LimitsSettings(Section):

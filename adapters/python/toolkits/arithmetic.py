@@ -9,13 +9,13 @@ from adapters.python import ToolError, Toolkit, tool
 Number = int | float  # ints stay ints: 10 + 5 is 15, not 15.0
 
 
-@tool(side_effects=False)
+@tool(side_effects=False, blocking=False)
 def add(a: Annotated[Number, "The first number"], b: Annotated[Number, "The second number"]) -> Number:
     """Add two numbers."""
     return a + b
 
 
-@tool(side_effects=False)
+@tool(side_effects=False, blocking=False)
 def subtract(
     a: Annotated[Number, "The number to subtract from"], b: Annotated[Number, "The number to subtract"]
 ) -> Number:
@@ -23,13 +23,13 @@ def subtract(
     return a - b
 
 
-@tool(side_effects=False)
+@tool(side_effects=False, blocking=False)
 def multiply(a: Annotated[Number, "The first factor"], b: Annotated[Number, "The second factor"]) -> Number:
     """Multiply two numbers."""
     return a * b
 
 
-@tool(side_effects=False)
+@tool(side_effects=False, blocking=False)
 def divide(a: Annotated[Number, "The dividend"], b: Annotated[Number, "The divisor (not zero)"]) -> Number:
     """Divide a by b."""
     if b == 0:
