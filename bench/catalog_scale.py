@@ -26,24 +26,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import json
 import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.compare_trees import free_port
+from bench.processes import Served, spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TOOLS = 10_000
@@ -82,62 +78,10 @@ backends:
 """
 
 
-@dataclass
-class Server:
-    port: int
-    process: subprocess.Popen[bytes]
-    startup_s: float
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-def _healthy(port: int) -> bool:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-    try:
-        conn.request("GET", "/healthz")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        conn.close()
-
-
-@contextlib.contextmanager
-def serve(config: Path, tree: Path, env: dict[str, str], deadline: float) -> Iterator[Server]:
+def serve(config: Path, tree: Path, env: dict[str, str], deadline: float) -> contextlib.AbstractContextManager[Served]:
     """`toolplex serve --config <config>` from `tree` on a free port, timed until /healthz answers 200."""
-    port = free_port()
-    command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(port)]
-    with tempfile.TemporaryFile() as log:
-        started = time.perf_counter()
-        process = subprocess.Popen(
-            [*command, "--no-reload"],
-            cwd=tree,
-            env={**os.environ, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        try:
-            while not _healthy(port):
-                if process.poll() is not None:
-                    raise RuntimeError(f"the gateway exited with {process.returncode} before answering /healthz")
-                if time.monotonic() > deadline:
-                    raise TimeoutError("the deadline passed before the gateway answered /healthz")
-                time.sleep(0.01)
-            yield Server(port, process, time.perf_counter() - started)
-        except BaseException:
-            log.seek(0)
-            tail = log.read()[-4000:].decode(errors="replace")
-            sys.stderr.write(f"--- log of {' '.join(command)} (tail) ---\n{tail}\n")
-            raise
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+    command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--no-reload"]
+    return spawn(command, tree, env, deadline=deadline)
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -200,7 +144,7 @@ def _module(tree: Path, scratch: Path) -> tuple[str, str]:
     return "bench_catalog_tools:toolkit", os.pathsep.join([str(tree), str(scratch)])
 
 
-def _measure(server: Server, tools: int, listing_requests: int, retrieval_requests: int, deadline: float) -> dict:
+def _measure(server: Served, tools: int, listing_requests: int, retrieval_requests: int, deadline: float) -> dict:
     def left() -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the deadline passed during the catalog measurements")

@@ -48,6 +48,8 @@ from typing import Any
 
 import psutil
 
+from tests.support import stop
+
 RESULTS = Path(__file__).resolve().parent / "results"
 TREES = ("before", "after")
 # The client's own CPU per request says whether it, rather than the server, set the pace.
@@ -232,12 +234,7 @@ def serve(root: Path, cpus: set[int] | None) -> Iterator[Tree]:
             sys.stderr.write(f"--- log of the {root} gateway (tail) ---\n{tail}\n")
             raise
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+            stop(process)
 
 
 async def session_cookie(conn: Connection) -> str:

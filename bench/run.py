@@ -25,11 +25,8 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,8 +34,9 @@ from typing import Any
 import psutil
 
 from bench import cases as bench_cases
-from bench.compare_trees import Connection, free_port, get_json
+from bench.compare_trees import Connection
 from bench.load import Request, measure, wrk_path
+from bench.processes import spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -48,50 +46,6 @@ WARMUP_S = 1.0
 
 def key(case: bench_cases.Case) -> str:
     return f"{case.group}: {case.name}"
-
-
-def wait_ready(port: int, process: subprocess.Popen[bytes], timeout: float = 60.0) -> float:
-    """Seconds until GET /healthz answers 200; bounded, and fails fast if the process died."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server on port {port} exited with {process.returncode}")
-        try:
-            asyncio.run(asyncio.wait_for(get_json(port, "/healthz"), 2))
-            return time.monotonic() - started
-        except (OSError, RuntimeError, ValueError, TimeoutError):
-            time.sleep(0.05)
-    raise TimeoutError(f"the server on port {port} was not ready within {timeout} s")
-
-
-@contextlib.contextmanager
-def spawn(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> Iterator[tuple[int, psutil.Process]]:
-    """A server on a free loopback port (`--port` is appended); always stopped and reaped."""
-    port = free_port()
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(
-            [*command, "--port", str(port)],
-            cwd=cwd,
-            env={**os.environ, **(env or {})},
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        try:
-            wait_ready(port, process)
-            yield port, psutil.Process(process.pid)
-        except BaseException:
-            log.seek(0)
-            sys.stderr.write(
-                f"--- log of {' '.join(command)} (tail) ---\n{log.read()[-4000:].decode(errors='replace')}\n"
-            )
-            raise
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
 
 
 def cpu_seconds(process: psutil.Process) -> float:
@@ -138,15 +92,16 @@ def run_cases(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
     if not use_wrk:
         print("wrk not found (`make bench` installs it): using the asyncio client, which caps the figures")
     with (
-        spawn([*python, "bench.servers"], ROOT) as (baseline_port, baseline_proc),
-        spawn([*python, "bench.servers"], ROOT) as (upstream_port, upstream_proc),
+        spawn([*python, "bench.servers"], ROOT) as baseline,
+        spawn([*python, "bench.servers"], ROOT) as upstream,
     ):
-        gateway_env["BENCH_UPSTREAM_URL"] = f"http://127.0.0.1:{upstream_port}"
+        gateway_env["BENCH_UPSTREAM_URL"] = upstream.base
         serve = [*python, "gateway.cli", "serve", "--config", str(CONFIG), "--no-reload"]
-        with spawn(serve, tree, gateway_env) as (gateway_port, gateway_proc):
-            ports = {"baseline": baseline_port, "upstream": upstream_port, "gateway": gateway_port}
-            procs = {"baseline": baseline_proc, "upstream": upstream_proc, "gateway": gateway_proc}
-            cookie = asyncio.run(session_cookie(gateway_port))
+        with spawn(serve, tree, gateway_env) as gateway:
+            served = {"baseline": baseline, "upstream": upstream, "gateway": gateway}
+            ports = {name: server.port for name, server in served.items()}
+            procs = {name: psutil.Process(server.process.pid) for name, server in served.items()}
+            cookie = asyncio.run(session_cookie(gateway.port))
             requests: dict[str, Request] = {}
             for case in bench_cases.cases():
                 headers = (("Cookie", cookie),) if case.session else ()
