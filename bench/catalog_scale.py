@@ -1,8 +1,9 @@
 """The catalog at scale: start-up, listings and retrieval of a gateway serving 10,000 tools.
 
-Starts `toolplex serve` (the fronts of bench/gateway.yaml; one `kind: python` backend,
-`bench.catalog_tools:toolkit`, which declares `--tools` generated tools) on a free loopback
-port, with the source tree's own code first on the path, and measures:
+Starts `toolplex serve` (the fronts of bench/gateway.yaml; one `kind: python` backend whose
+module declares `--tools` generated `@tool` functions: bench/catalog_tools.py writes it as
+plain source and byte-compiles it before anything is timed, as an installed package would be)
+on a free loopback port, with the source tree's own code first on the path, and measures:
 
 - start-up: from spawning the process until `GET /healthz` answers 200 (the gateway has
   discovered every tool by then), next to the same for a config with only the 4 Math tools
@@ -20,6 +21,7 @@ round-trip floor. Every answer is checked; bounded in count and by `deadline`; s
 always stopped. Prints a table with the issue's targets next to each figure.
 
     .venv/bin/python -m bench.catalog_scale [--tools 10000] [--rounds 2] [--tree PATH] [--max-seconds 900]
+    .venv/bin/python -m bench.catalog_scale --before /tmp/catalog-before   # both trees, one run, alternating
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import contextlib
 import json
 import os
 import random
-import shutil
 import statistics
 import sys
 import tempfile
@@ -136,14 +137,6 @@ def questions(count: int, seed: int = 7) -> list[str]:
     return asked
 
 
-def _module(tree: Path, scratch: Path) -> tuple[str, str]:
-    """(module path, PYTHONPATH): the tree's own bench.catalog_tools, else a copy of this one beside it."""
-    if (tree / "bench" / "catalog_tools.py").exists():
-        return "bench.catalog_tools:toolkit", str(tree)
-    shutil.copy(Path(__file__).with_name("catalog_tools.py"), scratch / "bench_catalog_tools.py")
-    return "bench_catalog_tools:toolkit", os.pathsep.join([str(tree), str(scratch)])
-
-
 def _measure(server: Served, tools: int, listing_requests: int, retrieval_requests: int, deadline: float) -> dict:
     def left() -> None:
         if time.monotonic() > deadline:
@@ -222,26 +215,51 @@ def run_catalog(
     listing_requests: int = 20,
     retrieval_requests: int = 50,
     show: bool = True,
+    before: Path | None = None,
 ) -> dict[str, Any]:
-    """Start-up (against the 4-tool baseline, alternating), listings, retrieval and one call at `tools` tools."""
-    tree = tree.resolve()
+    """Start-up (against the 4-tool baseline, alternating), listings, retrieval and one call at `tools` tools.
+
+    With `before` (another source tree), both trees are measured in the same run, round by
+    round in alternating order, with the same generated module: then the answer holds each
+    tree's figures (`before`, `after`, medians over the rounds) and the table compares them.
+    """
+    trees = {"after": tree.resolve()} if before is None else {"before": before.resolve(), "after": tree.resolve()}
+    last = max(1, rounds) - 1
+    startup: dict[str, dict[str, list[float]]] = {name: {"baseline": [], "catalog": []} for name in trees}
+    measured: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory(prefix="catalog-scale-") as scratch_dir:
         scratch = Path(scratch_dir)
-        module, pythonpath = _module(tree, scratch)
+        from bench.catalog_tools import write_module  # this tree's catalog, for every tree measured
+
+        module = f"{write_module(scratch, tools)}:toolkit"
         catalog_config = scratch / "catalog.yaml"
         catalog_config.write_text(CONFIG.format(name="catalog", module=module))
         baseline_config = scratch / "baseline.yaml"
         baseline_config.write_text(CONFIG.format(name="math", module="adapters.python.toolkits.arithmetic:toolkit"))
-        env = {"PYTHONPATH": pythonpath, "BENCH_CATALOG_TOOLS": str(tools)}
-        startup: dict[str, list[float]] = {"baseline": [], "catalog": []}
-        measured: dict[str, Any] = {}
-        for index in range(max(1, rounds)):
-            with serve(baseline_config, tree, env, deadline) as server:
-                startup["baseline"].append(server.startup_s)
-            with serve(catalog_config, tree, env, deadline) as server:
-                startup["catalog"].append(server.startup_s)
-                if index == max(1, rounds) - 1:
-                    measured = _measure(server, tools, listing_requests, retrieval_requests, deadline)
+        for index in range(last + 1):
+            for name in list(trees) if index % 2 == 0 else list(trees)[::-1]:
+                path = trees[name]
+                env = {"PYTHONPATH": os.pathsep.join([str(path), str(scratch)])}  # the tree's code first
+                with serve(baseline_config, path, env, deadline) as server:
+                    startup[name]["baseline"].append(server.startup_s)
+                with serve(catalog_config, path, env, deadline) as server:
+                    startup[name]["catalog"].append(server.startup_s)
+                    if before is not None or index == last:
+                        measured[name].append(_measure(server, tools, listing_requests, retrieval_requests, deadline))
+    results = {name: _result(tools, trees[name], startup[name], _medians(measured[name])) for name in trees}
+    if before is None:
+        if show:
+            print(table(results["after"]))
+        return results["after"]
+    compared = {"tools": tools, **results}
+    if show:
+        print(table(results["before"]))
+        print(table(results["after"]))
+        print(comparison(compared))
+    return compared
+
+
+def _result(tools: int, tree: Path, startup: dict[str, list[float]], measured: dict[str, Any]) -> dict[str, Any]:
     base, cat = statistics.median(startup["baseline"]), statistics.median(startup["catalog"])
     result: dict[str, Any] = {
         "tools": tools,
@@ -250,9 +268,49 @@ def run_catalog(
         **measured,
     }
     result["targets"] = targets(result)
-    if show:
-        print(table(result))
     return result
+
+
+def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One round's figures, or each number's median over the rounds (anything else: the last round's)."""
+    if len(rounds) == 1:
+        return rounds[0]
+    merged: dict[str, Any] = {}
+    for key, value in rounds[-1].items():
+        values = [r[key] for r in rounds]
+        if isinstance(value, dict):
+            merged[key] = _medians(values)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            merged[key] = statistics.median(values)
+        else:
+            merged[key] = value
+    return merged
+
+
+def comparison(compared: dict[str, Any]) -> str:
+    """Before and after side by side: each figure the issue sets a target for, and the first listings."""
+    before, after = compared["before"], compared["after"]
+    lines = [
+        f"\nCatalog at {compared['tools']:,} tools: {before['tree']} -> {after['tree']} (medians over the rounds)",
+        "| what | before | after | after/before | target | met after |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for key, row in after["targets"].items():
+        old, new, unit = before["targets"][key]["figure"], row["figure"], row["unit"]
+        met = "yes" if row["met"] else "NO"
+        lines.append(
+            f"| {key} | {fmt(old)} {unit} | {fmt(new)} {unit} | {new / old:.3f} | < {row['target']:g} {unit} | {met} |"
+        )
+    su_b, su_a = before["startup_s"]["baseline_median"], after["startup_s"]["baseline_median"]
+    lines.append(f"| start-up, 4 Math tools (baseline) | {su_b:.2f} s | {su_a:.2f} s | {su_a / su_b:.3f} | | |")
+    for name in after["listing"]:
+        old, new = before["listing"][name]["first_ms"], after["listing"][name]["first_ms"]
+        lines.append(f"| first {name} | {fmt(old)} ms | {fmt(new)} ms | {new / old:.3f} | | |")
+    old, new = before["retrieval"]["first_ms"], after["retrieval"]["first_ms"]
+    lines.append(f"| first retrieval (builds the index) | {fmt(old)} ms | {fmt(new)} ms | {new / old:.3f} | | |")
+    old, new = before["floor"]["p50_ms"], after["floor"]["p50_ms"]
+    lines.append(f"| floor: GET /healthz round trip | {old:.2f} ms | {new:.2f} ms | | | |")
+    return "\n".join(lines)
 
 
 def targets(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -311,6 +369,7 @@ def main() -> int:
     parser.add_argument("--listing-requests", type=int, default=20)
     parser.add_argument("--retrieval-requests", type=int, default=50)
     parser.add_argument("--tree", type=Path, default=ROOT, help="the source tree whose gateway is measured")
+    parser.add_argument("--before", type=Path, help="another source tree, measured in the same run for comparison")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--max-seconds", type=float, default=900)
     args = parser.parse_args()
@@ -321,6 +380,7 @@ def main() -> int:
         rounds=args.rounds,
         listing_requests=args.listing_requests,
         retrieval_requests=args.retrieval_requests,
+        before=args.before,
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

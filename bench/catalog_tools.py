@@ -1,21 +1,30 @@
 """A large, realistic catalog for the `kind: python` backend: `BENCH_CATALOG_TOOLS` tools (default 10,000).
 
-Used by bench/catalog_scale.py as `module: bench.catalog_tools:toolkit`. Every tool is a real
-`@tool` (built from a closure, `blocking=False`) that answers `{"tool": <name>, "arguments": {...}}`.
 Names, descriptions and 1-4 typed parameters come from a few hundred words through a seeded
 random, so the catalog is the same on every run and retrieval has something to rank. The
-tools are spread over toolkits of about 200 tools each, as a ToolServerNode's envs are:
-`toolkit` is a list of functions, each naming its own toolkit, generated when first read
-(importing the module for its words costs nothing).
+tools are spread over toolkits of about 200 tools each, as a ToolServerNode's envs are. Every
+tool is a real `@tool` (`blocking=False`) that answers `{"tool": <name>, "arguments": {...}}`.
+
+Two forms of the same tools:
+- `write_module(directory, count)`: a Python source file of `count` plain `@tool` functions,
+  byte-compiled, as a deployed package of 10,000 tools would be. bench/catalog_scale.py serves
+  this one, so start-up measures the gateway, not the generator: making the blueprints and
+  building functions from them at start-up cost about 0.9 s of the 2 s start-up target.
+- `build(blueprint)` / `toolkit`: functions built from closures at run time (tests, quick
+  experiments); `toolkit` is generated when first read, so importing the module for its words
+  costs nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
+import py_compile
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 from adapters.python import tool
@@ -134,6 +143,12 @@ def _default(kind: Any) -> Any:
     return {str: "", int: 0, float: 0.0, bool: False}.get(kind)
 
 
+@functools.lru_cache(maxsize=8)
+def _takes_blocking(declare: Callable[..., Any]) -> bool:
+    """Asked once per decorator, not once per tool: `inspect.signature` of `tool` costs more than a tool."""
+    return "blocking" in inspect.signature(declare).parameters
+
+
 def build(blueprint: Blueprint, *, declare: Callable[..., Any] = tool) -> Callable[..., Any]:
     """A real `@tool` function with the blueprint's name, description and typed keyword parameters."""
     name = blueprint.name
@@ -153,9 +168,65 @@ def build(blueprint: Blueprint, *, declare: Callable[..., Any] = tool) -> Callab
     run.__annotations__ = annotations
     run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     options: dict[str, Any] = {"name": name, "toolkit": blueprint.toolkit, "side_effects": False}
-    if "blocking" in inspect.signature(declare).parameters:  # older trees' `tool` has no `blocking`
+    if _takes_blocking(declare):  # older trees' `tool` has no `blocking`
         options["blocking"] = False
     return declare(run, **options)  # type: ignore[no-any-return]
+
+
+_SOURCE_TYPES = {str: "str", int: "int", float: "float", bool: "bool", list[str]: "list[str]"}
+_SOURCE_HEAD = '''"""{count:,} generated tools (bench/catalog_tools.py, seed {seed}): do not edit."""
+
+import inspect
+from typing import Annotated, Any
+
+from adapters.python import tool
+
+# Older trees' `tool` has no `blocking`.
+_QUICK = {{"blocking": False}} if "blocking" in inspect.signature(tool).parameters else {{}}
+toolkit: list[Any] = []
+
+
+def _listed(fn: Any) -> Any:
+    toolkit.append(fn)
+    return fn
+
+'''
+
+
+def source(blueprint: Blueprint, index: int) -> str:
+    """One blueprint as a plain `@tool` function, as a person would write it (keyword-only parameters)."""
+    params = []
+    for param, kind, text, required in blueprint.parameters:
+        written = _SOURCE_TYPES[kind]
+        if required:
+            params.append(f"{param}: Annotated[{written}, {text!r}]")
+        else:
+            default = _default(kind)
+            written = f"{written} | None" if default is None else written
+            params.append(f"{param}: Annotated[{written}, {text!r}] = {default!r}")
+    return (
+        f"\n\n@_listed\n"
+        f"@tool(name={blueprint.name!r}, toolkit={blueprint.toolkit!r}, side_effects=False, **_QUICK)\n"
+        f"def tool_{index}(*, {', '.join(params)}) -> dict[str, Any]:\n"
+        f"    {blueprint.description!r}\n"
+        f'    return {{"tool": {blueprint.name!r}, "arguments": locals()}}\n'
+    )
+
+
+def write_module(directory: Path, count: int, seed: int = SEED) -> str:
+    """`<directory>/bench_catalog_<count>.py` with `count` tools, byte-compiled; its module name.
+
+    The module's `toolkit` lists the functions. Compiled here, before anything is timed, as an
+    installed package is: compiling 10,000 functions is not what a gateway's start-up costs.
+    """
+    name = f"bench_catalog_{count}"
+    path = directory / f"{name}.py"
+    text = _SOURCE_HEAD.format(count=count, seed=seed) + "".join(
+        source(b, i) for i, b in enumerate(blueprints(count, seed))
+    )
+    path.write_text(text)
+    py_compile.compile(str(path), doraise=True)
+    return name
 
 
 def tool_count() -> int:

@@ -45,12 +45,14 @@ def front_app_builder(bind_host: str | None) -> Any:
             return json_response({"status": "ok"})
 
         async def readyz(_request: Request) -> Response:
-            """200 once started ("degraded" while some backend is down); 503 before. Lists every backend."""
+            """200 once started ("degraded" while some backend or the shared state store is down); 503 before."""
             states = await gateway.backend_states()
             if not gateway.ready:
                 return json_response({"status": "starting", "backends": states}, status=503)
-            status = "ready" if all(s["state"] == "up" for s in states) else "degraded"
-            return json_response({"status": status, "tools": len(gateway.catalog), "backends": states})
+            store = await gateway.store_state()
+            healthy = all(s["state"] == "up" for s in states) and store["state"] == "up"
+            body = {"status": "ready" if healthy else "degraded", "tools": len(gateway.catalog), "backends": states}
+            return json_response({**body, "state_store": store})
 
         async def http_error(_request: Request, exc: Exception) -> Response:
             assert isinstance(exc, HTTPException)

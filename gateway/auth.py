@@ -48,15 +48,27 @@ class JwtAuth:
 
     Only HS256 is accepted: `none` and every other algorithm are refused
     before the signature is looked at, so a forged header cannot pick one.
+    With `grants`, the values of one claim (`scope`, `roles`, ...) decide which
+    tools the caller may see and call; without, every tool.
     """
 
     ALGORITHM = "HS256"
     MIN_SECRET_BYTES = 32  # RFC 7518 3.2: an HS256 key is at least 256 bits
 
-    def __init__(self, secret: str, *, audience: str | None = None, leeway: float = 0.0) -> None:
+    def __init__(
+        self,
+        secret: str,
+        *,
+        audience: str | None = None,
+        leeway: float = 0.0,
+        claim: str = "scope",
+        grants: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self._secret = secret
         self.audience = audience
         self.leeway = leeway
+        self.claim = claim
+        self.grants = {value: tuple(globs) for value, globs in grants.items()} if grants is not None else None
 
     @classmethod
     def from_settings(cls, settings: Any, env: Mapping[str, str]) -> JwtAuth:
@@ -70,7 +82,13 @@ class JwtAuth:
                 [f"auth.jwt.secret_env: the secret in {name} must hold at least {cls.MIN_SECRET_BYTES} bytes for HS256"]
             )
         register_secrets([secret])  # never in a log line
-        return cls(secret, audience=settings.audience, leeway=float(settings.leeway_s))
+        return cls(
+            secret,
+            audience=settings.audience,
+            leeway=float(settings.leeway_s),
+            claim=settings.claim,
+            grants=settings.grants,
+        )
 
     def authenticate(self, token: str) -> Principal | None:
         try:
@@ -109,7 +127,45 @@ class JwtAuth:
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # whatever a hostile token trips
             raise _unauthenticated(f"JWT is invalid: {type(exc).__name__}") from None
         subject = claims.get("sub")
-        return Principal(name=f"jwt:{subject}" if isinstance(subject, str) and subject else "jwt")
+        return Principal(
+            name=f"jwt:{subject}" if isinstance(subject, str) and subject else "jwt", tools=self.tools_of(claims)
+        )
+
+    def tools_of(self, claims: Mapping[str, Any]) -> tuple[str, ...] | None:
+        """The globs the token's claim values are granted (their union, in order); None without grants: all tools."""
+        if self.grants is None:
+            return None
+        globs: dict[str, None] = {}
+        for value in claim_values(claims.get(self.claim), self.claim):
+            globs.update(dict.fromkeys(self.grants.get(value, ())))
+        return tuple(globs)
+
+
+def claim_values(value: Any, claim: str) -> list[str]:
+    """A claim as its values: a space-separated string (OAuth `scope`) or a list of strings (`roles`); absent: none.
+
+    Any other shape is refused (401) rather than read as "no values", so a token
+    issued with an unexpected claim format says so instead of silently seeing nothing.
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    raise _unauthenticated(
+        f"JWT claim {claim!r} must be a string of space-separated values or a list of strings, not {_shape_of(value)}"
+    )
+
+
+JSON_TYPES = {bool: "a boolean", int: "a number", float: "a number", dict: "an object"}
+
+
+def _shape_of(value: Any) -> str:
+    """How a claim value looks, in JSON words (the value itself may be long or secret)."""
+    if isinstance(value, list):
+        return "a list holding something other than strings"
+    return JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def looks_like_jwt(token: str) -> bool:

@@ -1,26 +1,92 @@
 """All tools of all backends, every version, resolvable by name and version.
 
 A catalog is immutable once built; a reload builds a new one and swaps it in
-whole, so a request never sees half of a change.
+whole, so a request never sees half of a change. Being immutable, it sorts and
+groups its tools once, and keeps what each permission view lists (a bounded
+number of views): at 10,000 tools, sorting and filtering on every listing cost
+more than serving it.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable
-from typing import Any
+import functools
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Generic, TypeVar
 
 import semver
 import structlog
 
 from gateway.errors import ConfigError, ErrorKind, GatewayError
-from gateway.model import FLAT_NAME_PATTERN, PART_PATTERN, VERSION_PATTERN, ToolSpec
+from gateway.model import FLAT_NAME_PATTERN, PART_PATTERN, VERSION_PATTERN, Principal, ToolSpec, permitted
 
 log = structlog.get_logger("toolplex.catalog")
 
 
+@functools.lru_cache(maxsize=1024)
 def _semver(version: str) -> semver.Version:
+    """Parsed once per version string: a catalog repeats a handful of versions thousands of times."""
     return semver.Version.parse(version)
+
+
+T = TypeVar("T")
+MAX_VIEWS = 64  # permission views (distinct `tools` globs of API keys and JWT grants) kept per catalog
+
+
+class BoundedCache(Generic[T]):
+    """A least-recently-used map bounded in entries and in total weight (bytes, tools).
+
+    Thread-safe: listings are derived on the event loop, retrieval in worker threads.
+    """
+
+    def __init__(self, max_entries: int, max_weight: int | None = None) -> None:
+        self.max_entries = max_entries
+        self.max_weight = max_weight
+        self._entries: OrderedDict[Hashable, tuple[T, int]] = OrderedDict()
+        self._weight = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, build: Callable[[], T], weigh: Callable[[T], int] = lambda _: 0) -> T:
+        """The value under `key`, built (outside the lock) when it is not there yet."""
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                return hit[0]
+        value = build()
+        weight = weigh(value)
+        if self.max_weight is not None and weight > self.max_weight:
+            return value  # bigger than the whole cache: answered, never kept
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._weight -= old[1]
+            self._entries[key] = (value, weight)
+            self._weight += weight
+            while len(self._entries) > self.max_entries or (
+                self.max_weight is not None and self._weight > self.max_weight
+            ):
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._weight -= dropped
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._weight = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def weight(self) -> int:
+        return self._weight
+
+
+def permission_view(principal: Principal | None) -> tuple[str, ...] | None:
+    """What decides which tools a caller sees: its globs (`Principal.may_call` reads nothing else); None: all."""
+    return None if principal is None else principal.tools
 
 
 def validate_spec(spec: ToolSpec) -> list[str]:
@@ -72,25 +138,54 @@ class Catalog:
             raise ConfigError(problems)
         self._by_flat: dict[str, list[ToolSpec]] = {
             flat: sorted(versions.values(), key=lambda s: _semver(s.version), reverse=True)
-            for flat, versions in by_flat.items()
+            if len(versions) > 1
+            else list(versions.values())
+            for flat, versions in sorted(by_flat.items())
         }
+        # Sorted and grouped once: the catalog never changes.
+        self._every_latest = tuple(versions[0] for versions in self._by_flat.values())
+        self._visible_latest = tuple(s for s in self._every_latest if s.visible)
+        self._all_versions = tuple(spec for versions in self._by_flat.values() for spec in versions)
+        self._kits_every = _grouped(self._every_latest, by_name=True)
+        self._kits_visible = _grouped(self._visible_latest, by_name=True)
+        self._views: BoundedCache[tuple[ToolSpec, ...]] = BoundedCache(MAX_VIEWS)
+        self._grouped_views: BoundedCache[dict[str, tuple[ToolSpec, ...]]] = BoundedCache(MAX_VIEWS)
+        self._size = len(self._all_versions)
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._by_flat.values())
+        return self._size
 
     def all_versions(self) -> list[ToolSpec]:
-        return [spec for flat in sorted(self._by_flat) for spec in self._by_flat[flat]]
+        return list(self._all_versions)
 
     def latest(self, *, visible_only: bool = True) -> list[ToolSpec]:
         """The newest version of each tool, sorted by flat name."""
-        out = [versions[0] for _, versions in sorted(self._by_flat.items())]
-        return [s for s in out if s.visible] if visible_only else out
+        return list(self._visible_latest if visible_only else self._every_latest)
 
     def toolkits(self, *, visible_only: bool = True) -> dict[str, list[ToolSpec]]:
-        kits: dict[str, list[ToolSpec]] = defaultdict(list)
-        for spec in self.latest(visible_only=visible_only):
-            kits[spec.toolkit].append(spec)
-        return dict(sorted(kits.items()))
+        kits = self._kits_visible if visible_only else self._kits_every
+        return {name: list(specs) for name, specs in kits.items()}
+
+    def has_toolkit(self, name: str, *, visible_only: bool = False) -> bool:
+        """True when a tool (hidden ones included, unless `visible_only`) is in this toolkit."""
+        return name in (self._kits_visible if visible_only else self._kits_every)
+
+    def listed(self, principal: Principal | None, *, latest_only: bool = True) -> tuple[ToolSpec, ...]:
+        """The visible tools `principal` may call (`permitted`), sorted by flat name; every version unless
+        `latest_only`. Worked out once per permission view: every caller with the same globs sees the same."""
+        view = permission_view(principal)
+        if view is None and latest_only:
+            return self._visible_latest
+        specs = self._visible_latest if latest_only else self._all_versions
+
+        def build() -> tuple[ToolSpec, ...]:
+            return tuple(s for s in specs if s.visible and permitted(principal, s))
+
+        return self._views.get((view, latest_only), build)
+
+    def listed_toolkits(self, principal: Principal | None) -> dict[str, tuple[ToolSpec, ...]]:
+        """`listed(principal)` grouped by toolkit, in the order they first appear (a shared value: never change it)."""
+        return self._grouped_views.get(permission_view(principal), lambda: _grouped(self.listed(principal)))
 
     def versions_of(self, tool: str) -> list[str]:
         return [s.version for s in self._by_flat.get(self._flat(tool), [])]
@@ -126,6 +221,14 @@ class Catalog:
             ),
             details={"tool": tool, "version": wanted, "available_versions": available},
         )
+
+
+def _grouped(specs: Iterable[ToolSpec], *, by_name: bool = False) -> dict[str, tuple[ToolSpec, ...]]:
+    """Tools by toolkit, each in the order given; toolkits sorted by name, or in the order they first appear."""
+    kits: dict[str, list[ToolSpec]] = defaultdict(list)
+    for spec in specs:
+        kits[spec.toolkit].append(spec)
+    return {name: tuple(kits[name]) for name in (sorted(kits) if by_name else kits)}
 
 
 def distinct_specs(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import socket
 import sys
 from typing import Any
 
@@ -113,6 +115,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host = args.host or server.host
     port = args.port if args.port is not None else server.port
     configure_logging(config.settings.logging.level)
+    if server.workers > 1 and args.listen_fd is None:  # the supervisor: it binds the port and starts the workers
+        from gateway.workers import serve_workers
+
+        return serve_workers(
+            args.config, host, port, server.workers, float(server.shutdown_grace_s), watch=not args.no_reload
+        )
     try:
         # ConfigError: e.g. auth.jwt names an unset environment variable
         app = create_app(config, start_with_server=False, bind_host=host)
@@ -121,6 +129,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         return 1
     http = GatewayServer(uvicorn_config(app, server, host, port), app.gateway, float(server.shutdown_grace_s))
+    if args.listen_fd is not None:  # a worker: the supervisor's shared port, and a private one to be forwarded to
+        from gateway.workers import bind
+
+        private = bind(host, 0)
+        private.set_inheritable(False)
+        http.listen_on([socket.socket(fileno=args.listen_fd), private], advertise_port=private.getsockname()[1])
     with asyncio.Runner(loop_factory=event_loop_factory(server.loop)) as runner:
         return runner.run(_serve(app.gateway, http, args.config, watch=not args.no_reload))
 
@@ -166,18 +180,59 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port(text: str) -> int:
+    """A port from --port or TOOLPLEX_PORT; a bad one is named as such rather than as "invalid int value"."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535; from --port or TOOLPLEX_PORT)")
+    return port
+
+
+class _Version(argparse.Action):
+    """`--version`: `toolplex <version>`; the version is looked up only when asked (the runtime is slow to import)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        from gateway.runtime import GATEWAY_VERSION
+
+        print(f"{parser.prog} {GATEWAY_VERSION}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolplex", description="Toolplex: one gateway, many tool protocols")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the gateway")
-    serve.add_argument("--config", required=True, help="path to the YAML configuration")
-    serve.add_argument("--host", default=None, help="address to bind (default: server.host, 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port to bind (default: server.port, 8080)")
+    # A flag wins over its environment variable, which wins over the file (what a container sets).
+    env_config = os.environ.get("TOOLPLEX_CONFIG") or None
+    serve.add_argument(
+        "--config",
+        default=env_config,
+        required=env_config is None,
+        help="path to the YAML configuration (default: $TOOLPLEX_CONFIG)",
+    )
+    serve.add_argument(
+        "--host",
+        default=os.environ.get("TOOLPLEX_HOST") or None,
+        help="address to bind (default: $TOOLPLEX_HOST, else server.host, 127.0.0.1)",
+    )
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=os.environ.get("TOOLPLEX_PORT") or None,  # a string default goes through _port too
+        help="port to bind (default: $TOOLPLEX_PORT, else server.port, 8080)",
+    )
     serve.add_argument(
         "--no-reload",
         action="store_true",
         help="do not watch the configuration file for changes (SIGHUP still reloads it)",
     )
+    # Set by the supervisor of `server.workers` > 1 for each worker it starts; not for people.
+    serve.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
+    serve.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
     check = sub.add_parser("check", help="validate a configuration and print its catalog")
     check.add_argument("path")

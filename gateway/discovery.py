@@ -5,7 +5,9 @@ tools in the catalog (calls to them fail fast as "upstream unavailable"), so nam
 stay stable and nothing else is affected. The catalog is rebuilt from what every
 backend last said and swapped in whole only when it is consistent. A configuration
 error (a Python import path that does not exist) stops the start; an unreachable
-upstream does not: its tools appear when it comes up.
+upstream does not: its tools appear when it comes up. An upstream's whole discovery,
+retries included, is bounded by its `timeouts_s.total`, so one that accepts connections
+and never answers delays the start (and each rediscovery) by that much at most.
 """
 
 from __future__ import annotations
@@ -25,9 +27,39 @@ from gateway.config import GatewayConfig
 from gateway.errors import ConfigError, GatewayError
 from gateway.model import ToolSpec
 from gateway.routing import apply_routing
-from gateway.settings import BackendSettings
+from gateway.settings import BackendSettings, UpstreamBackendSettings
 
 log = structlog.get_logger("toolplex.discovery")
+
+
+def discovery_timeout(settings: BackendSettings) -> float | None:
+    """How long one discovery of this backend may take, retries included: an upstream's `timeouts_s.total`.
+
+    Local backends (Python, TypeScript) are not bounded here: their discovery runs their own
+    code, not a request to a peer that may hang.
+    """
+    if isinstance(settings, UpstreamBackendSettings):
+        return float(settings.timeouts_s.total)
+    return None
+
+
+class DiscoveryTimeout(Exception):
+    """A backend's discovery outlasted its bound (`discovery_timeout`)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"discovery did not finish within {seconds:g} s (timeouts_s.total)")
+
+
+async def _bounded_discover(backend: Backend, budget: float | None) -> list[ToolSpec]:
+    """`backend.discover()` within `budget` seconds (None: unbounded); DiscoveryTimeout when it is exceeded."""
+    bound = asyncio.timeout(budget)
+    try:
+        async with bound:
+            return await backend.discover()
+    except TimeoutError:
+        if bound.expired():  # our bound, not a TimeoutError of the backend's own
+            raise DiscoveryTimeout(budget or 0.0) from None
+        raise
 
 
 @dataclass
@@ -79,7 +111,9 @@ class Discovery:
         state = self.states[settings.name]
         backend = self.backends[settings.name]
         try:
-            discovered = await backend.discover()
+            discovered = await _bounded_discover(backend, discovery_timeout(settings))
+        except DiscoveryTimeout as exc:
+            state.state, state.error = "down", str(exc)
         except ConfigError as exc:
             if strict:
                 where = self.config.locate(("backends", index))

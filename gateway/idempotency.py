@@ -39,6 +39,7 @@ import structlog
 
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import Call, Outcome, principal_name
+from gateway.replicas import Replicas
 from gateway.runs import Run, RunRegistry
 from gateway.state import StateStore
 
@@ -117,9 +118,18 @@ class Retained:
 class IdempotentRuns:
     """One run per (principal, key) in one namespace of the store; see the module docstring."""
 
-    def __init__(self, store: StateStore, runs: RunRegistry, precheck: Precheck, *, namespace: str) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        runs: RunRegistry,
+        precheck: Precheck,
+        *,
+        namespace: str,
+        replicas: Replicas | None = None,
+    ) -> None:
         self.store = store
         self.runs = runs
+        self.replicas = replicas
         self.precheck = precheck
         self.namespace = namespace
         self._policy: IdempotencyPolicy | None = None
@@ -186,6 +196,7 @@ class IdempotentRuns:
                 "fingerprint": fingerprint,
                 "token": token,
                 "lost_at": time.time() + lost_after,
+                "replica": self.replicas.id if self.replicas else None,
             }
             if await self.store.add(record_key, fresh, max(policy.retention, lost_after)):
                 run = await self._start(record_key, token, call)
@@ -202,16 +213,25 @@ class IdempotentRuns:
                 checked = True
             if record["status"] == "done":
                 log.debug("idempotent_replay", namespace=self.namespace, call_id=call.context.call_id)
-                return _replay(call, record["outcome"])
+                return replay_outcome(call.context.call_id, record["outcome"])
             run = self.runs.get(record_key)
             if run is not None:
                 return await self._collect(record_key, record["token"], run, call, deadline, started, policy)
             if time.time() > record["lost_at"]:
                 return _lost(call, started)
+            if await self._owner_lost(record):
+                return _lost(call, started, replica=True)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return _pending(call, started, policy)
             await asyncio.sleep(min(POLL_S, remaining))  # the run is elsewhere: poll the shared record
+
+    async def _owner_lost(self, record: dict[str, Any]) -> bool:
+        """The record is running in another replica whose lease ran out: that run will never finish."""
+        owner = record.get("replica")
+        if self.replicas is None or self.replicas.is_self(owner):
+            return False
+        return not await self.replicas.alive(owner)
 
     async def _start(self, key: str, token: str, call: Call) -> Run:
         stale = self.runs.get(key)
@@ -258,7 +278,7 @@ class IdempotentRuns:
         if not policy.recorded(outcome):
             await self.store.delete(key)
             return
-        encoded = _encode(outcome)
+        encoded = encode_outcome(outcome)
         size = len(orjson.dumps(encoded))
         if not self.retained.fits(size):
             log.warning(
@@ -309,8 +329,8 @@ def _pending(call: Call, started: float, policy: IdempotencyPolicy) -> Outcome:
     )
 
 
-def _encode(outcome: Outcome) -> dict[str, Any]:
-    """The outcome as plain JSON, so a shared store can hold it."""
+def encode_outcome(outcome: Outcome) -> dict[str, Any]:
+    """The outcome as plain JSON, so a shared store can hold it (and any replica replay it)."""
     return {
         "value": None if outcome.error else orjson.loads(orjson.dumps(outcome.value, option=orjson.OPT_NON_STR_KEYS)),
         "error": outcome.error.to_dict() if outcome.error else None,
@@ -318,10 +338,11 @@ def _encode(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def _replay(call: Call, recorded: dict[str, Any]) -> Outcome:
+def replay_outcome(call_id: str, recorded: dict[str, Any]) -> Outcome:
+    """The outcome `encode_outcome` stored, for the call `call_id`."""
     error = recorded.get("error")
     return Outcome(
-        call_id=call.context.call_id,
+        call_id=call_id,
         spec=None,
         value=recorded.get("value"),
         error=Failure.from_dict(error) if error else None,
@@ -329,15 +350,20 @@ def _replay(call: Call, recorded: dict[str, Any]) -> Outcome:
     )
 
 
-def _lost(call: Call, started: float) -> Outcome:
+def _lost(call: Call, started: float, *, replica: bool = False) -> Outcome:
+    if replica:
+        message = (
+            "The gateway replica running the earlier call with this call_id was lost before the call finished; "
+            "it was not run again: send a new call_id to try again"
+        )
+        developer = "The owner's lease in the state store ran out while its record was still running"
+    else:
+        message = "The earlier call with this call_id stopped before it finished; send a new call_id to try again"
+        developer = "A running record outlived its deadline with no run left to collect"
     return Outcome(
         call_id=call.context.call_id,
         spec=None,
-        error=Failure(
-            kind=ErrorKind.INTERNAL,
-            message="The earlier call with this call_id stopped before it finished; send a new call_id to try again",
-            developer_message="A running record outlived its deadline with no run left to collect",
-        ),
+        error=Failure(kind=ErrorKind.INTERNAL, message=message, developer_message=developer),
         duration_ms=(time.monotonic() - started) * 1000,
     )
 

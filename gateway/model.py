@@ -81,10 +81,14 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class Principal:
-    """An authenticated caller and the tools it may call (globs on flat names)."""
+    """An authenticated caller and the tools it may call (globs on flat names).
+
+    The globs come from an API key's `tools` or from the grants of a JWT's claim
+    values; every front lists and calls through `permitted`, so they hold everywhere.
+    """
 
     name: str
-    tools: tuple[str, ...] | None = None  # None: every tool
+    tools: tuple[str, ...] | None = None  # None: every tool; (): none (a JWT whose claim values match no grant)
 
     def may_call(self, spec: ToolSpec) -> bool:
         return self.tools is None or any(fnmatchcase(spec.flat_name, pattern) for pattern in self.tools)

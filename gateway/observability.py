@@ -12,7 +12,14 @@ Two layers, because secrets reach logs two ways:
 Text from the standard `logging` module is redacted as each record is created (a record
 factory), so it holds for handlers installed later too (uvicorn installs its own).
 httpx and httpcore log each request URL at INFO and headers at DEBUG: they are kept at
-WARNING whatever the gateway's level.
+WARNING whatever the gateway's level (and so is watchfiles, whose INFO line per file change
+would feed itself when the log is written next to the watched configuration).
+
+Every line is one JSON object, whichever logger wrote it: structlog events as they are,
+standard `logging` records (uvicorn, libraries) through `JsonFormatter`, uvicorn's access
+log as `http_request` events with their fields. Each line made while serving a request
+carries `trace_id` (`gateway.tracing.log_trace_id`: the trace's id when tracing is on,
+else the call's id); a different id the client gave for correlation stays as `client_trace_id`.
 """
 
 from __future__ import annotations
@@ -22,12 +29,15 @@ import logging
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 import structlog
+
+from gateway.tracing import log_trace_id
 
 REDACTED = "[redacted]"
 _SECRET_WORDS = (
@@ -43,7 +53,10 @@ _SECRET_WORDS = (
     "credential",
     "private_key",
 )
-QUIET_LOGGERS = ("httpx", "httpcore", "hpack")
+QUIET_LOGGERS = ("httpx", "httpcore", "hpack", "watchfiles")  # watchfiles: a line per change it sees
+ACCESS_LOGGER = "uvicorn.access"
+# uvicorn's access record: '%s - "%s %s HTTP/%s" %d' % (client, method, path and query, version, status)
+ACCESS_FIELDS = ("client", "method", "path", "http_version", "status")
 MAX_KNOWN_SECRETS = 1024  # configured values only: a bounded set
 MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words
 MAX_DEPTH = 8  # nested event values are redacted this deep; deeper ones are replaced whole
@@ -177,12 +190,23 @@ def redact_event(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, A
 
 
 def redact_record(record: logging.LogRecord) -> logging.LogRecord:
-    """A stdlib record with its message, exception and stack text redacted (and frozen as text)."""
-    try:
-        message = record.getMessage()
-    except Exception:  # a bad format string in a library: log what we have, redacted
-        message = f"{record.msg!r} {record.args!r}"
-    record.msg = redact_text(message)
+    """A stdlib record with its message, exception and stack text redacted (and frozen as text).
+
+    Done once per record: a record whose message is still the text this left (a handler's
+    filter asking again) is returned as it is.
+    """
+    if record.args is None and getattr(record, _REDACTED, None) is record.msg:
+        return record
+    fields = _access_fields(record)
+    if fields is not None:  # uvicorn's own format string, filled with the redacted values
+        record.fields = fields
+        message = str(record.msg) % tuple(fields.values())
+    else:
+        try:
+            message = redact_text(record.getMessage())
+        except Exception:  # a bad format string in a library: log what we have, redacted
+            message = redact_text(f"{record.msg!r} {record.args!r}")
+    record.msg = message
     record.args = None
     if record.exc_info and not record.exc_text:
         record.exc_text = logging.Formatter().formatException(record.exc_info)
@@ -190,7 +214,27 @@ def redact_record(record: logging.LogRecord) -> logging.LogRecord:
         record.exc_text = redact_text(record.exc_text)
     if record.stack_info:
         record.stack_info = redact_text(record.stack_info)
+    setattr(record, _REDACTED, message)
     return record
+
+
+_REDACTED = "_toolplex_redacted"  # the message text redact_record left on a record
+_ADDRESS = re.compile(r"[0-9A-Fa-f.:\[\]]{1,64}")  # ip:port, v4 or v6: no credential shape fits in these characters
+
+
+def _access_fields(record: logging.LogRecord) -> dict[str, Any] | None:
+    """uvicorn's access record as fields (client, method, path, http_version, status), each redacted."""
+    args = record.args
+    if record.name != ACCESS_LOGGER or not isinstance(args, tuple) or len(args) != len(ACCESS_FIELDS):
+        return None
+    fields: dict[str, Any] = {}
+    for name, value in zip(ACCESS_FIELDS, args, strict=True):
+        if isinstance(value, int):
+            fields[name] = value
+            continue
+        text = str(value)
+        fields[name] = _KNOWN.replace(text) if _ADDRESS.fullmatch(text) else redact_text(text)
+    return fields
 
 
 class RedactingFilter(logging.Filter):
@@ -289,6 +333,50 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def add_trace_id(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """structlog processor: the line's `trace_id` (see the module docstring); before redaction."""
+    trace_id = log_trace_id()
+    if trace_id is None:
+        return event
+    given = event.get("trace_id")
+    if given is not None and given != trace_id:
+        event["client_trace_id"] = given
+    event["trace_id"] = trace_id
+    return event
+
+
+def _timestamp(created: float) -> str:
+    """ISO 8601 in UTC with microseconds and a Z, as structlog's TimeStamper(fmt="iso", utc=True) writes it."""
+    seconds = int(created)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int((created - seconds) * 1e6):06d}Z"
+
+
+class JsonFormatter(logging.Formatter):
+    """Standard `logging` records (uvicorn, libraries) as the same JSON lines as structlog's events.
+
+    The text was redacted when the record was made (`install_record_redaction`); uvicorn's
+    access records become `http_request` events with `client`, `method`, `path`,
+    `http_version` and `status`.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "fields", None)
+        event: dict[str, Any] = {"event": "http_request", **fields} if fields else {"event": record.getMessage()}
+        event["logger"] = record.name
+        trace_id = log_trace_id()
+        if trace_id is not None:
+            event["trace_id"] = trace_id
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact_text(self.formatException(record.exc_info))
+        if record.exc_text:
+            event["exception"] = record.exc_text
+        if record.stack_info:
+            event["stack"] = record.stack_info
+        event["level"] = record.levelname.lower()
+        event["timestamp"] = _timestamp(record.created)
+        return _json_line(event)
+
+
 def _json_line(event: Any, **_options: Any) -> str:
     """orjson instead of json.dumps for every log line; what it cannot encode is written as text."""
     return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
@@ -297,14 +385,25 @@ def _json_line(event: Any, **_options: Any) -> str:
 def configure_logging(level: str = "info") -> None:
     numeric = getattr(logging, level.upper(), logging.INFO)
     install_record_redaction()
-    logging.basicConfig(stream=sys.stderr, level=numeric, format="%(message)s", force=True)
+    # What no line of ours shows, not gathered per record (the logging HOWTO's "Optimization"):
+    # the caller's file and line (a walk up the stack), thread, process and multiprocessing names.
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging.basicConfig(stream=sys.stderr, level=numeric, force=True)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactingFilter())
+        handler.setFormatter(JsonFormatter())
+    for name in ("uvicorn", "uvicorn.error", ACCESS_LOGGER):  # uvicorn's own dictConfig, if any ran, is undone:
+        own = logging.getLogger(name)  # its lines reach the JSON handler above, never a plain-text one
+        own.handlers.clear()
+        own.propagate = True
+        own.disabled = False
     quiet_libraries()
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.format_exc_info,
+            add_trace_id,  # before redaction: a client's own id moved to client_trace_id is redacted too
             redact_event,  # before the level and time stamp: those are ours, and need no redaction
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -2,11 +2,13 @@
 
 Every front's call passes the same stages, outermost first:
 
+    (span)        with `tracing.enabled` only: the call's OpenTelemetry span, around all the rest
     observe       the after-hooks (call log, metrics, user middleware): see every final outcome
     frame         timing, shutdown tracking; a GatewayError anywhere inside becomes the outcome's failure
     limits        concurrency limits, gateway-wide and per principal
     resolve       name and version -> the catalog's ToolSpec
     permissions   may this principal call this tool
+    rate          token buckets per principal and per backend (only when limits.rate sets one)
     requirements  secrets, user and authorizations the tool needs (the call's auth context)
     middleware    the configured user middleware, in order (before-hooks, or whole stages)
     validate      arguments against the tool's input schema
@@ -30,11 +32,12 @@ from urllib.parse import quote
 
 import structlog
 
+from gateway import tracing
 from gateway.backends import Backend, Feature
 from gateway.cache import MISS, ResultCache
 from gateway.catalog import Catalog
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.limits import CallLimiter
+from gateway.limits import CallLimiter, RateLimiter
 from gateway.middleware import BaseMiddleware
 from gateway.model import Call, CallContext, Outcome, ToolSpec, permitted, principal_name
 from gateway.validation import ValidatorCache
@@ -263,22 +266,26 @@ class Pipeline:
         cache: ResultCache | None = None,
         validators: ValidatorCache | None = None,
         in_flight: InFlight | None = None,
+        rates: RateLimiter | None = None,
     ) -> None:
         self.parts = parts
         self.policy = policy
         self.admission = admission
         self.limiter = limiter
+        self.rates = rates  # None: rates are off, and the stage is left out
         self.middleware = list(middleware)
         self.cache = cache
         self.validators = validators if validators is not None else ValidatorCache()
         self.in_flight = in_flight if in_flight is not None else InFlight()  # shared by one config's pipelines
         self._after = [m.after for m in reversed(self.middleware) if _overrides(m, "after")]
         stages: list[Stage] = [
+            *tracing.call_stages(),  # none when tracing is off: no cost per call
             self._observe,
             self._frame,
             self._limits,
             self._resolve,
             self._permissions,
+            *((self._rate,) if rates is not None else ()),
             self._requirements,
             *(stage for m in self.middleware if (stage := _as_stage(m)) is not None),
             self._validate,
@@ -295,12 +302,16 @@ class Pipeline:
     # ---- the stages, outermost first ----
 
     async def _observe(self, call: Call, next_: Next) -> Outcome:
-        outcome = await next_(call)
-        for hook in self._after:
-            try:
-                await hook(call, outcome)
-            except Exception:
-                log.exception("middleware_after_failed", call_id=outcome.call_id, middleware=_owner(hook))
+        marked = tracing.mark_call(call.context.call_id)  # log lines of the call (its own included) name it
+        try:
+            outcome = await next_(call)
+            for hook in self._after:
+                try:
+                    await hook(call, outcome)
+                except Exception:
+                    log.exception("middleware_after_failed", call_id=outcome.call_id, middleware=_owner(hook))
+        finally:
+            tracing.unmark_call(marked)
         return outcome
 
     async def _frame(self, call: Call, next_: Next) -> Outcome:
@@ -343,6 +354,11 @@ class Pipeline:
 
     async def _permissions(self, call: Call, next_: Next) -> Outcome:
         authorize(_spec(call), call.context)
+        return await next_(call)
+
+    async def _rate(self, call: Call, next_: Next) -> Outcome:
+        assert self.rates is not None
+        await self.rates.admit(principal_name(call.context.principal), _spec(call).backend)
         return await next_(call)
 
     async def _requirements(self, call: Call, next_: Next) -> Outcome:

@@ -27,12 +27,13 @@ def _matches(spec: ToolSpec, patterns: list[str]) -> bool:
 def apply_routing(specs: list[ToolSpec], backend: BackendSettings) -> list[ToolSpec]:
     include = backend.include or ["*"]
     exclude = backend.exclude or []
+    everything = include == ["*"] and not exclude
     rename = backend.rename or {}
     hide = backend.hide or []
     timeouts = backend.timeouts or {}
     routed = []
     for spec in specs:
-        if not _matches(spec, include) or _matches(spec, exclude):
+        if not everything and (not _matches(spec, include) or _matches(spec, exclude)):
             continue
         changes: dict[str, Any] = {"backend": backend.name}
         if backend.toolkit:
@@ -45,10 +46,13 @@ def apply_routing(specs: list[ToolSpec], backend: BackendSettings) -> list[ToolS
             changes["name"] = rename[spec.qualified_name]
         if backend.version:
             changes["version"] = backend.version
-        if _matches(spec, hide):
+        if hide and _matches(spec, hide):
             changes["visible"] = False
         timeout = timeouts.get(spec.name, timeouts.get(spec.qualified_name))
         if timeout is not None:
             changes["timeout"] = float(timeout)
-        routed.append(dataclasses.replace(spec, **changes))
+        if all(getattr(spec, field) == value for field, value in changes.items()):
+            routed.append(spec)  # nothing to change: no copy (10,000 tools start faster)
+        else:
+            routed.append(dataclasses.replace(spec, **changes))
     return routed

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
@@ -28,12 +29,14 @@ from gateway.cache import ResultCache
 from gateway.catalog import Catalog
 from gateway.config import GatewayConfig
 from gateway.discovery import BackendState, Discovery
-from gateway.errors import ConfigError
-from gateway.limits import CallLimiter
+from gateway.errors import ConfigError, GatewayError
+from gateway.forwarding import Forwarder
+from gateway.limits import CallLimiter, RateLimiter
 from gateway.middleware import build_middleware
 from gateway.model import ToolSpec
 from gateway.pipeline import Admission, CallPolicy, InFlight, Pipeline
 from gateway.plugins import backend_kinds, resolve
+from gateway.replicas import Replicas, advertised_url
 from gateway.runs import RunRegistry
 from gateway.state import MemoryStore, StateStore
 from gateway.validation import ValidatorCache
@@ -44,6 +47,7 @@ from gateway.workspaces import uninstall as uninstall_workspaces
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
+    from gateway.config.models import StateSettings
     from gateway.settings import BackendSettings
 
 log = structlog.get_logger("toolplex.runtime")
@@ -54,6 +58,50 @@ try:
     GATEWAY_VERSION = version("toolplex")
 except PackageNotFoundError:  # running from a source tree that was not installed
     GATEWAY_VERSION = "0.0.0"
+
+
+STORE_WAIT_S = 10.0  # how long start-up waits for Redis to answer (it may start after the gateway)
+STORE_PROBE_S = 0.5
+
+
+def build_store(state: StateSettings) -> StateStore:
+    """The store `state.store` names; Redis only imported when used."""
+    if state.store == "redis":
+        from gateway.redis_store import RedisStore
+
+        assert state.url is not None  # the settings model requires it
+        return RedisStore(state.url, prefix=state.key_prefix, max_entries=state.max_entries)
+    return MemoryStore(max_entries=state.max_entries)
+
+
+async def wait_for_store(store: StateStore, state: StateSettings) -> None:
+    """Start-up waits a bounded time for a shared store, then refuses to start, saying where it looked."""
+    ping = getattr(store, "ping", None)
+    if ping is None:
+        return
+    deadline = asyncio.get_running_loop().time() + STORE_WAIT_S
+    while True:
+        try:
+            await ping()
+            return
+        except GatewayError as exc:
+            if asyncio.get_running_loop().time() >= deadline:
+                raise ConfigError(
+                    [
+                        f"state.url: the Redis server at {shown_url(state.url or '')} did not answer within "
+                        f"{STORE_WAIT_S:g} s ({exc.failure.developer_message})"
+                    ]
+                ) from None
+        await asyncio.sleep(STORE_PROBE_S)
+
+
+def shown_url(url: str) -> str:
+    """A URL fit for logs: any password in it replaced."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def backend_context(config: GatewayConfig, workspaces: Workspaces | None = None) -> BackendContext:
@@ -188,7 +236,9 @@ class Gateway:
         from gateway.services import FrontServices
 
         self.version = GATEWAY_VERSION
-        self.store: StateStore = MemoryStore(max_entries=config.settings.state.max_entries)
+        self.store: StateStore = build_store(config.settings.state)
+        self.replicas = Replicas(self.store, lease_s=float(config.settings.state.lease_s))
+        self.forwarder = Forwarder(self.replicas, timeout_s=float(config.settings.limits.max_timeout_s) + 60)
         self.workspaces = Workspaces(config.settings.workspaces)
         self.admission = Admission()
         limits = config.settings.limits
@@ -272,6 +322,7 @@ class Gateway:
             cache=generation.cache,
             validators=self.validators,
             in_flight=generation.in_flight,
+            rates=RateLimiter.from_settings(generation.config.settings.limits, self.store),
         )
         return Snapshot(generation, catalog, pipeline)
 
@@ -288,6 +339,9 @@ class Gateway:
         backends = {s.name: create_backend(s, context) for s in config.settings.backends}
         generation = replace(self.snapshot.generation, backends=MappingProxyType(backends))
         self.snapshot = self._snapshot(generation, Catalog([]))
+        for warning in config.warnings:
+            log.warning("config_warning", problem=warning)
+        await wait_for_store(self.store, config.settings.state)
         install_workspaces(self.workspaces)
         self.discovery = Discovery(config, backends, catalog_builder(config, generation.cache), self._publish)
         try:
@@ -418,4 +472,26 @@ class Gateway:
         await close_backends(self.snapshot.backends)
         uninstall_workspaces(self.workspaces)
         self.workspaces.close()
+        await self.forwarder.close()
+        await self.replicas.deregister()
         await self.store.close()
+
+    async def store_state(self) -> dict[str, Any]:
+        """The state store as readiness shows it: its kind, and whether it answers (a shared one may not)."""
+        kind = self.snapshot.config.settings.state.store
+        ping = getattr(self.store, "ping", None)
+        if ping is None:
+            return {"store": kind, "state": "up"}
+        try:
+            await ping()
+        except GatewayError as exc:
+            return {"store": kind, "state": "unreachable", "error": exc.failure.developer_message}
+        return {"store": kind, "state": "up", "replica": self.replicas.id}
+
+    async def listening(self, host: str, port: int) -> None:
+        """The server is bound: register where other replicas reach this one."""
+        state = self.snapshot.config.settings.state
+        try:
+            await self.replicas.register(advertised_url(host, port, state.advertise_url))
+        except GatewayError as exc:
+            log.error("replica_not_registered", error=exc.failure.message)

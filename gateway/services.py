@@ -10,13 +10,19 @@ so a front holds no state of its own and can be rebuilt on every reload.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+import weakref
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from gateway.backends import Backend, Feature
+from gateway.catalog import BoundedCache, permission_view
 from gateway.errors import Failure, GatewayError
+from gateway.forwarding import Forwarder
 from gateway.idempotency import IdempotentRuns
 from gateway.model import Call, Outcome, Principal, ToolSpec, permitted
+from gateway.replicas import Replicas
 from gateway.retrieval import retrieve
 from gateway.runs import RunRegistry
 from gateway.sessions import SessionRegistry
@@ -29,6 +35,10 @@ if TYPE_CHECKING:
     from gateway.runtime import Gateway
 
 
+LISTING_ENTRIES = 16  # encoded listings kept: (front, listing, variant) x permission views
+LISTING_BYTES = 64 * 1024 * 1024  # ... and their total size (10,000 tools list in a few MB per front)
+
+
 class FrontServices:
     """The narrow interface between fronts and the core (see `gateway.plugins.FrontPlugin`)."""
 
@@ -36,6 +46,9 @@ class FrontServices:
         self._gateway = gateway
         self._sessions: dict[str, SessionRegistry] = {}
         self._idempotent: dict[str, IdempotentRuns] = {}
+        # Encoded listings of the current snapshot (see `listing`), bounded in entries and bytes.
+        self._listings: BoundedCache[bytes] = BoundedCache(LISTING_ENTRIES, LISTING_BYTES)
+        self._listed_for: weakref.ref[Any] | None = None
         self._building: GatewayConfig | None = None  # the configuration whose fronts are being built
 
     @contextlib.contextmanager
@@ -79,20 +92,35 @@ class FrontServices:
 
     def tools(self, principal: Principal | None, *, latest_only: bool = True) -> list[ToolSpec]:
         """The listed tools this caller may call, sorted by name (every version when not `latest_only`)."""
-        catalog = self._gateway.snapshot.catalog
-        specs = catalog.latest(visible_only=True) if latest_only else catalog.all_versions()
-        return [s for s in specs if s.visible and permitted(principal, s)]
+        return list(self._gateway.snapshot.catalog.listed(principal, latest_only=latest_only))
 
     def toolkits(self, principal: Principal | None) -> dict[str, list[ToolSpec]]:
         """`tools(principal)` grouped by toolkit, in catalog order."""
-        kits: dict[str, list[ToolSpec]] = {}
-        for spec in self.tools(principal):
-            kits.setdefault(spec.toolkit, []).append(spec)
-        return kits
+        return {kit: list(specs) for kit, specs in self._gateway.snapshot.catalog.listed_toolkits(principal).items()}
 
     def has_toolkit(self, name: str) -> bool:
         """True when any tool (hidden ones included) is in this toolkit."""
-        return name in self._gateway.snapshot.catalog.toolkits(visible_only=False)
+        return self._gateway.snapshot.catalog.has_toolkit(name)
+
+    def listing(self, key: Hashable, principal: Principal | None, build: Callable[[], Any]) -> orjson.Fragment:
+        """A listing's JSON, encoded once per snapshot and permission view, then reused as it is.
+
+        `key` names the listing and all else it depends on besides the catalog, the
+        configuration and the caller's permissions (a URL, a cap, a filter); `build` makes
+        it, from `tools()` and `toolkits()`, at most once per snapshot, view and key. Put
+        the result where the body goes: orjson writes a Fragment's bytes as they are, so
+        the response is byte for byte what encoding `build()` there would give.
+        """
+        snapshot = self._gateway.snapshot
+        if self._listed_for is None or self._listed_for() is not snapshot:
+            self._listings.clear()  # a new catalog or configuration: nothing listed before holds
+            self._listed_for = weakref.ref(snapshot)
+        encoded = self._listings.get(
+            (key, permission_view(principal)),
+            lambda: orjson.dumps(build(), option=orjson.OPT_NON_STR_KEYS),  # as gateway.http.json_response
+            len,
+        )
+        return orjson.Fragment(encoded)
 
     def resolve(self, tool: str, version: str | None = None) -> ToolSpec:
         """A tool by flat or qualified name and version (x.y.z, x, or None for the latest); NOT_FOUND otherwise."""
@@ -136,7 +164,13 @@ class FrontServices:
         """One run per idempotency key in `namespace`, its outcome recorded and replayed (configure() it)."""
         runs = self._idempotent.get(namespace)
         if runs is None:
-            runs = IdempotentRuns(self._gateway.store, self._gateway.runs, self.precheck, namespace=namespace)
+            runs = IdempotentRuns(
+                self._gateway.store,
+                self._gateway.runs,
+                self.precheck,
+                namespace=namespace,
+                replicas=self._gateway.replicas,
+            )
             self._idempotent[namespace] = runs
         return runs
 
@@ -146,7 +180,7 @@ class FrontServices:
         """The sessions of one front (its own store namespace); the same registry on every reload."""
         registry = self._sessions.get(front)
         if registry is None:
-            registry = SessionRegistry(self._gateway.store, front=front, idle_s=idle_s)
+            registry = SessionRegistry(self._gateway.store, front=front, idle_s=idle_s, home=self._gateway.replicas.id)
             self._sessions[front] = registry
         registry.idle_s = idle_s
         return registry
@@ -155,6 +189,16 @@ class FrontServices:
     def store(self) -> StateStore:
         """The shared key-value store (records a front keeps, such as result handles)."""
         return self._gateway.store
+
+    @property
+    def replicas(self) -> Replicas:
+        """This replica's id, and the others' addresses (one process: only this one)."""
+        return self._gateway.replicas
+
+    @property
+    def forwarder(self) -> Forwarder:
+        """Passes a request on to the replica that holds what it asks for."""
+        return self._gateway.forwarder
 
     @property
     def workspaces(self) -> Workspaces:
@@ -181,6 +225,10 @@ class FrontServices:
         return [b.name for b in self._config.settings.backends if kind is None or b.kind == kind]
 
     # ---- for the operator's fronts (metrics) ----
+
+    async def backend_states(self) -> list[dict[str, Any]]:
+        """Discovery's view of each backend with its own health, as /readyz shows it."""
+        return await self._gateway.backend_states()
 
     @property
     def middleware(self) -> list[Any]:

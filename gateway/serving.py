@@ -6,20 +6,28 @@ with "the gateway is shutting down" (through each call's own front, never a
 dropped connection), then close every backend. SIGHUP reloads the
 configuration (`gateway.reload`). Request heads over `server.max_header_bytes`
 get 431; idle keep-alive connections are closed after `server.keepalive_timeout_s`.
+Once the port is bound (the gateway has discovered its backends by then) it logs
+`Toolplex <version> listening on http://<host>:<port> (<n> tools from <m> backends)`,
+with the port actually bound, so `--port 0` says which one it got.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import structlog
 import uvicorn
 
+from gateway import tracing
+from gateway.app import GatewayApp
 from gateway.config.models import ServerSettings
+from gateway.observability import ACCESS_LOGGER
 
 log = structlog.get_logger("toolplex.server")
 
@@ -54,13 +62,25 @@ def http_protocol(max_header_bytes: int) -> type[asyncio.Protocol] | str:
 
 
 def uvicorn_config(app: Any, server: ServerSettings, host: str, port: int) -> uvicorn.Config:
-    """uvicorn's settings from the `server` section; the app's lifespan is run by `toolplex serve` itself."""
-    return uvicorn.Config(
+    """uvicorn's settings from the `server` section; the app's lifespan is run by `toolplex serve` itself.
+
+    uvicorn installs no log handler of its own (`log_config=None`): its lines reach the gateway's
+    JSON handler. For the gateway's app, `tracing` is put in force here, and with the access log
+    (`logging.access`) or tracing on, each request gets its trace context (`RequestTraceMiddleware`).
+    """
+    settings = app.gateway.config.settings if isinstance(app, GatewayApp) else None
+    access = settings is not None and settings.logging.access
+    if settings is not None:
+        tracing.configure(settings.tracing)
+        if access or tracing.enabled():
+            app = tracing.RequestTraceMiddleware(app)
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level="warning",
-        access_log=False,
+        log_config=None,
+        access_log=access,
         lifespan="off",
         http=http_protocol(server.max_header_bytes),
         h11_max_incomplete_event_size=server.max_header_bytes,
@@ -68,6 +88,25 @@ def uvicorn_config(app: Any, server: ServerSettings, host: str, port: int) -> uv
         # uvicorn cancels request tasks after this; by then the gateway has answered every call.
         timeout_graceful_shutdown=int(server.shutdown_grace_s + ANSWER_MARGIN_S + 1),
     )
+    if access:  # uvicorn set its loggers to `log_level`; its access lines are at info
+        logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO)
+    return config
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def listening_message(version: str, url: str, tools: int, backends: int) -> str:
+    """The start-up line an operator looks for; also the `event` of its log record, so it reads as is."""
+    return f"Toolplex {version} listening on {url} ({_plural(tools, 'tool')} from {_plural(backends, 'backend')})"
+
+
+def listening_url(host: str, listeners: list[socket.socket]) -> str:
+    """http://host:port with the port actually bound (port 0 asks the system for one); IPv6 in brackets."""
+    port = int(listeners[0].getsockname()[1])
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
 
 
 class GatewayServer(uvicorn.Server):
@@ -80,6 +119,47 @@ class GatewayServer(uvicorn.Server):
         self.gateway = gateway
         self.grace = grace
         self.on_hangup = on_hangup
+        self._sockets: list[socket.socket] | None = None
+        self._advertise_port: int | None = None
+
+    def listen_on(self, sockets: list[socket.socket], *, advertise_port: int) -> None:
+        """Serve these sockets already bound (a worker of `server.workers`); register `advertise_port`."""
+        self._sockets = sockets
+        self._advertise_port = advertise_port
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().serve(sockets or self._sockets)
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.started:  # the port is bound (the real one, when 0 was asked for)
+            host, port = self.config.host, self._advertise_port
+            if port is None:
+                listeners = [sock for server in self.servers for sock in server.sockets or ()]
+                port = int(listeners[0].getsockname()[1]) if listeners else self.config.port
+            await self.gateway.listening(host, port)
+            self._log_listening()
+
+    def _log_listening(self) -> None:
+        """Say once, at info, where the gateway listens and what it serves (tools and backends discovered)."""
+        listeners = [sock for server in self.servers for sock in server.sockets or ()]
+        if not listeners:
+            return
+        url = listening_url(self.config.host, listeners)
+        catalog = self.gateway.catalog
+        discovery = self.gateway.discovery
+        states = list(discovery.states.values()) if discovery is not None else []
+        up = [state.name for state in states if state.state == "up"]
+        tools = len(catalog.latest(visible_only=False))
+        log.info(
+            listening_message(self.gateway.version, url, tools, len(up)),
+            version=self.gateway.version,
+            url=url,
+            port=int(listeners[0].getsockname()[1]),
+            tools=tools,
+            backends=len(up),
+            backends_down=[state.name for state in states if state.state != "up"],
+        )
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

@@ -7,7 +7,9 @@ in its own store namespace (with its own bound), and a session presented by
 another principal is answered exactly as an unknown id. Fronts
 record the store keys that belong to a session so that releasing it forgets
 everything the session left behind. Everything lives in the `StateStore`, so
-a shared store (Redis) serves sessions to every replica.
+a shared store (Redis) serves sessions to every replica; a session's `home`
+names the replica holding what lives in one process (its workspace, its
+pending calls), to which other replicas forward its requests.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Session:
     principal: str = ""  # principal_name() of the creator; "" with authentication off
     created: float = field(default_factory=time.time)
     owned: list[str] = field(default_factory=list)  # store keys to forget on release
+    home: str | None = None  # the replica holding what lives in one process (workspace, runs, upstream sessions)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +45,7 @@ class Session:
             "principal": self.principal,
             "created": self.created,
             "owned": self.owned,
+            "home": self.home,
         }
 
     @classmethod
@@ -52,14 +56,16 @@ class Session:
             principal=data.get("principal", ""),
             created=data["created"],
             owned=list(data.get("owned") or []),
+            home=data.get("home"),
         )
 
 
 class SessionRegistry:
     """One front's sessions: create, look up (which keeps alive), and release them in a state store."""
 
-    def __init__(self, store: StateStore, *, front: str, idle_s: float) -> None:
+    def __init__(self, store: StateStore, *, front: str, idle_s: float, home: str | None = None) -> None:
         self.store = store
+        self.home = home  # this replica's id: new sessions live here
         self.front = front
         self.idle_s = idle_s
         self.namespace = f"session.{front}"  # a store namespace of its own: its own bound, no other front's ids
@@ -75,7 +81,10 @@ class SessionRegistry:
     async def create(self, principal: Principal | None) -> Session:
         while True:  # a collision of 256 random bits will not happen, but `add` makes it impossible
             session = Session(
-                id=secrets.token_urlsafe(TOKEN_BYTES), front=self.front, principal=principal_name(principal)
+                id=secrets.token_urlsafe(TOKEN_BYTES),
+                front=self.front,
+                principal=principal_name(principal),
+                home=self.home,
             )
             if await self.store.add(self._key(session.id), session.to_dict(), self.idle_s):
                 return session
@@ -94,6 +103,15 @@ class SessionRegistry:
             return None
         await self.store.touch(key, self.idle_s)
         return Session.from_dict(data)
+
+    async def adopt(self, session: Session) -> Session:
+        """Make this replica the session's home (its old home was lost: what lived there is gone)."""
+        data = await self.store.get(self._key(session.id))
+        if data is None:
+            return session
+        adopted = Session.from_dict({**data, "home": self.home})
+        await self.store.set(self._key(session.id), adopted.to_dict(), self.idle_s)
+        return adopted
 
     async def own(self, session_id: str, key: str) -> None:
         """Record that store entry `key` belongs to the session (forgotten on release)."""

@@ -28,7 +28,20 @@ class StateStore(Protocol):
         """Extend an entry's life; False when it does not exist (or expired)."""
         ...
 
+    async def take(self, key: str, rate: float, burst: float) -> float:
+        """Take one token from the bucket `key`, refilled at `rate` per second up to `burst`.
+
+        0.0 when a token was taken; otherwise the seconds until one will be there
+        (nothing is taken). Atomic, so replicas sharing the store share the bucket.
+        """
+        ...
+
     async def close(self) -> None: ...
+
+
+def bucket_ttl(rate: float, burst: float) -> float:
+    """A bucket untouched this long is full again, so forgetting it changes nothing."""
+    return burst / rate + 1.0
 
 
 def namespace_of(key: str) -> str:
@@ -107,6 +120,18 @@ class MemoryStore:
             return False
         self._put(key, entry[1], ttl)
         return True
+
+    async def take(self, key: str, rate: float, burst: float) -> float:
+        now = time.monotonic()
+        entry = self._live(key)
+        tokens, stamp = (burst, now) if entry is None else entry[1]
+        tokens = min(burst, tokens + (now - stamp) * rate)
+        if tokens < 1.0:
+            wait = (1.0 - tokens) / rate
+            self._put(key, (tokens, now), bucket_ttl(rate, burst))
+            return wait
+        self._put(key, (tokens - 1.0, now), bucket_ttl(rate, burst))
+        return 0.0
 
     async def close(self) -> None:
         self._spaces.clear()

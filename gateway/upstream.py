@@ -28,6 +28,7 @@ import httpx
 import orjson
 import structlog
 
+from gateway import tracing
 from gateway.aiohttp_transport import AiohttpTransport
 from gateway.breaker import STATE_VALUES, CircuitBreaker, Permit
 from gateway.config.models import LimitsSettings
@@ -167,6 +168,7 @@ class Upstream:
             headers=settings.headers,
             follow_redirects=False,
             transport=transport,
+            event_hooks=tracing.upstream_hooks(),  # traceparent on calls' requests; none with tracing off
         )
         UPSTREAMS.add(self)
 

@@ -120,8 +120,17 @@ class JsonRpcFront:
 
     def _list(self, params: dict[str, Any], principal: Principal | None) -> dict[str, Any]:
         language = codec.parse_list(params)
-        specs = self.services.tools(principal)  # only what this caller may call
-        return {"tools": [codec.registration(s) for s in specs if language is None or s.language == language]}
+        # Encoded once per catalog, permission view and language filter, then reused.
+        tools = self.services.listing(
+            (FRONT, "tool.list", language),
+            principal,
+            lambda: [
+                codec.registration(s)
+                for s in self.services.tools(principal)  # only what this caller may call
+                if language is None or s.language == language
+            ],
+        )
+        return {"tools": tools}
 
     async def _execute(self, req: codec.Request, principal: Principal | None) -> dict[str, Any]:
         params = codec.parse_execute(req.params)

@@ -176,12 +176,18 @@ class OpenToolFront:
         except _Rejected as rejected:
             return _rejection_response(rejected)
         base = (self.services.public_url or str(request.base_url)).rstrip("/")
-        document = build_document(
-            self.services.tools(principal),  # only what this caller may call
-            title="Toolplex",
-            version=self.services.version,
-            description="Tools served by the Toolplex gateway",
-            server_url=self.server_url or f"{base}{self.prefix}",
+        server_url = self.server_url or f"{base}{self.prefix}"
+        # Encoded once per catalog, permission view and server URL, then reused.
+        document = self.services.listing(
+            (FRONT, "load", server_url),
+            principal,
+            lambda: build_document(
+                self.services.tools(principal),  # only what this caller may call
+                title="Toolplex",
+                version=self.services.version,
+                description="Tools served by the Toolplex gateway",
+                server_url=server_url,
+            ),
         )
         return json_response(document)
 

@@ -31,6 +31,7 @@ CONTEXT_FIELDS = ("authorization", "secrets", "user_id")
 MAX_ID_LENGTH = 256  # call_id / trace_id / user_id: idempotency keys and log fields, so bounded
 VALIDATION_MESSAGE = "Some input parameters are invalid"  # the seed's 422 message, byte for byte
 _EXACT_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+_W3C_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 # How a 400 says "no such tool or version" (the spec's example: "Tool 'Calculator_Add' was not found").
 _NOT_FOUND = re.compile(
     r"not\s+(?:be\s+)?found|not\s+available|unknown\s+tool|no\s+such\s+tool|does\s+not\s+exist", re.IGNORECASE
@@ -247,6 +248,20 @@ def _optional_id(data: dict[str, Any], key: str, where: str | None = None) -> st
     if len(value) > MAX_ID_LENGTH:
         raise malformed(f"'{where}' is longer than {MAX_ID_LENGTH} characters")
     return value
+
+
+def w3c_trace_id(trace_id: str | None) -> str | None:
+    """A request's free-form `trace_id` as a W3C trace id (32 lowercase hex digits), to join its trace.
+
+    One that already is one (a UUID's dashes and upper case aside) is kept; any other is hashed
+    (the first 128 bits of its SHA-256), so every call sent with the same `trace_id` lands in one trace.
+    """
+    if trace_id is None:
+        return None
+    compact = trace_id.replace("-", "").lower()
+    if _W3C_TRACE_ID.match(compact) and int(compact, 16):
+        return compact
+    return hashlib.sha256(trace_id.encode()).hexdigest()[:32]
 
 
 # ---- call_id as an idempotency key (gateway/idempotency.py holds the records) ----

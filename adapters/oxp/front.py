@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from adapters.oxp import codec
+from gateway import tracing
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import (
     browser_form_content_type,
@@ -91,8 +92,13 @@ class OxpFront:
             codec.check_version_header(request.headers.get(codec.VERSION_HEADER))
         except GatewayError as exc:
             return failure_response(exc.failure)
-        specs = self.services.tools(principal, latest_only=False)
-        return respond({"items": [codec.tool_definition(spec) for spec in specs]})
+        # Encoded once per catalog and permission view (10,000 tools took 100+ ms to encode per request).
+        listing = self.services.listing(
+            (FRONT, "tools"),
+            principal,
+            lambda: {"items": [codec.tool_definition(s) for s in self.services.tools(principal, latest_only=False)]},
+        )
+        return respond(listing)
 
     async def call(self, request: Request) -> Response:
         shape = codec.Shape.FLAT
@@ -124,7 +130,8 @@ class OxpFront:
             )
             fp = codec.fingerprint(parsed.raw_tool_id, parsed.input, parsed.user_id)
             lost_after = self.services.deadline_for(call, spec) + self.settings.patience_s + GRACE_S
-            outcome = await self.runs.call(call.context.call_id, fp, call, lost_after)
+            with tracing.joined(codec.w3c_trace_id(parsed.trace_id), parsed.trace_id):  # trace_id names the trace
+                outcome = await self.runs.call(call.context.call_id, fp, call, lost_after)
         except GatewayError as exc:
             return failure_response(exc.failure, shape)
         if codec.status_of(outcome.error) != 200:

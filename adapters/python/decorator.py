@@ -25,7 +25,7 @@ def camel_case(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"_+", name) if part)
 
 
-@dataclass
+@dataclass(slots=True)  # no per-instance dict: a catalog may hold ten thousand
 class PythonTool:
     """A function plus everything derived from it once, at decoration time."""
 
@@ -59,6 +59,17 @@ class PythonTool:
         if self.schemas.context_param:
             kwargs[self.schemas.context_param] = context
         return kwargs
+
+
+_NO_REQUIREMENTS = Requirements()  # immutable: shared by every tool that needs nothing
+
+
+def _requirements(
+    authorization: tuple[AuthorizationRequirement, ...], secrets: tuple[str, ...], user_id: bool
+) -> Requirements:
+    if not authorization and not secrets and not user_id:
+        return _NO_REQUIREMENTS
+    return Requirements(authorization=authorization, secrets=secrets, user_id=user_id)
 
 
 def tool(
@@ -101,7 +112,7 @@ def tool(
             timeout=timeout,
             visible=visible,
             side_effects=side_effects,
-            requirements=Requirements(authorization=tuple(authorization), secrets=tuple(secrets), user_id=user_id),
+            requirements=_requirements(tuple(authorization), tuple(secrets), user_id),
             blocking=blocking,
         )
         setattr(fn, ATTRIBUTE, spec)

@@ -23,7 +23,7 @@ import contextlib
 import re
 import secrets
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import structlog
@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Route
 from adapters.toolserver import codec, shapes, workspace
 from adapters.toolserver.settings import ToolServerFrontSettings
 from gateway.backends import Backend, EnvDescriptions, Feature, SessionBackend, WorkspaceBackend
-from gateway.errors import ConfigError, ErrorKind, GatewayError
+from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
 from gateway.http import (
     browser_form_content_type,
     json_response,
@@ -43,7 +43,9 @@ from gateway.http import (
     retry_after_headers,
     unsupported_media,
 )
+from gateway.idempotency import encode_outcome, replay_outcome
 from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, principal_name
+from gateway.runs import Run
 from gateway.sessions import Session
 from gateway.workspaces import key_for
 
@@ -68,6 +70,7 @@ SPOOL_CHUNK = 256 * 1024
 log = structlog.get_logger("toolplex.toolserver")
 
 Handler = Callable[[Request, "_Caller"], Awaitable[Response]]
+_BACKGROUND: set[asyncio.Task[None]] = set()  # settling results of runs that finished after their 450
 
 
 class _Answer(Exception):
@@ -77,6 +80,15 @@ class _Answer(Exception):
         super().__init__(str(detail))
         self.status = status
         self.detail = detail
+
+
+class _Forward(Exception):
+    """The request is for another replica (its session's home, or the replica running its call)."""
+
+    def __init__(self, url: str, body: bytes | None = None) -> None:
+        super().__init__(url)
+        self.url = url
+        self.body = body  # the body already read here, when it was
 
 
 class _Caller:
@@ -145,9 +157,25 @@ class ToolServerFront:
         session = await self.sessions.get(node_id, principal)
         if session is None:
             raise _Answer(403, _invalid_node(node_id))
+        session = await self._at_home(request, session)
         caller = _Caller(principal, session)
         self.services.workspaces.touch(str(caller.session_key))  # the workspace lives as long as its session
         return caller
+
+    async def _at_home(self, request: Request, session: Session) -> Session:
+        """Forward the request to the session's home replica; adopt the session when that replica was lost.
+
+        The home holds what lives in one process: the session's workspace on disk,
+        its pending calls, its upstream node sessions.
+        """
+        forwarder = self.services.forwarder
+        if self.services.replicas.is_self(session.home) or forwarder.forwarded(request):
+            return session
+        url = await forwarder.owner_url(session.home)
+        if url is not None:
+            raise _Forward(url)
+        log.warning("session_adopted", lost_replica=session.home, replica=self.services.replicas.id)
+        return await self.sessions.adopt(session)
 
     async def _body(self, request: Request) -> Any:
         """The JSON body, or None when there is none."""
@@ -155,6 +183,7 @@ class ToolServerFront:
             raw = await read_body(request, self.services.limits.max_body_bytes)
         except GatewayError as exc:
             raise _Answer(413, exc.failure.message) from None
+        request.state.raw_body = raw  # kept, should the request be forwarded after it was read
         if not raw.strip():
             return None
         try:
@@ -195,14 +224,29 @@ class ToolServerFront:
                 if form is not None and not request.url.path.endswith("/upload_file"):  # multipart by protocol
                     raise _Answer(415, unsupported_media(form).message)
                 return await handler(request, caller)
+            except _Forward as forward:
+                try:
+                    return await self.services.forwarder.forward(request, forward.url, body=forward.body)
+                except GatewayError as exc:
+                    return self._failure(exc.failure)
             except _Answer as answer:
                 return json_response(codec.detail(answer.detail), status=answer.status)
+            except GatewayError as exc:  # e.g. the shared state store is unreachable
+                return self._failure(exc.failure)
             except workspace.WorkspaceAnswer as answer:
                 return json_response(codec.detail(answer.detail), status=answer.status)
             except shapes.BadRequest as bad:
                 return json_response(codec.detail(bad.detail), status=422)
 
         return endpoint
+
+    @staticmethod
+    def _failure(failure: Failure) -> Response:
+        return json_response(
+            codec.detail(codec.failure_detail(failure)),
+            status=codec.status_of(failure),
+            headers=retry_after_headers(failure),
+        )
 
     # ---- envs and tools ----
 
@@ -247,17 +291,24 @@ class ToolServerFront:
 
     async def get_available_tools(self, request: Request, caller: _Caller) -> Response:
         await self._no_parameters(request)
-        specs = self.services.tools(caller.principal)
-        envs, _ = self._envs(caller.principal, self.env_tool_cap)
-        every_version = self.services.tools(caller.principal, latest_only=False)
-        return json_response(
-            {
+        principal = caller.principal
+
+        def build() -> dict[str, Any]:
+            specs = self.services.tools(principal)
+            envs, _ = self._envs(principal, self.env_tool_cap)
+            every_version = self.services.tools(principal, latest_only=False)
+            return {
                 "available_envs": envs,
                 "available_tools": [s.flat_name for s in specs],
                 "tools_json": [codec.tool_json(s) for s in specs],
                 EXTENSION: {"tools": [codec.extension_entry(s) for s in every_version]},
             }
+
+        # Encoded once per catalog and permission view; an upstream's env descriptions may change alone.
+        described = tuple(
+            (b.name, tuple(_env_descriptions(b).items())) for b in self.services.backends_with(Feature.ENV_DESCRIPTIONS)
         )
+        return json_response(self.services.listing((FRONT, "tools", self.env_tool_cap, described), principal, build))
 
     async def retrieving_tools(self, request: Request, caller: _Caller) -> Response:
         if request.method == "GET":
@@ -302,7 +353,7 @@ class ToolServerFront:
             if not name.startswith(f"{wanted.env_name}_"):
                 name = f"{wanted.env_name}_{name}"
         if name in COLLECT_NAMES:
-            return await self._collect(wanted.arguments, caller)
+            return await self._collect(request, wanted.arguments, caller)
         context = caller.context(client_authorization=request.headers.get("authorization"))
         name, _, version = name.partition("@")  # `Name@x.y.z`: a Toolplex on the other side asks for a version
         call = Call(tool=name, arguments=wanted.arguments, context=context, version=version or None)
@@ -314,14 +365,16 @@ class ToolServerFront:
         outcome = await self.services.runs.wait(run, self.patience)
         if outcome is None:
             key = HANDLE_PREFIX + handle
-            await self.services.store.set(key, {"owner": caller.owner, "tool": name}, self.retention)
+            record = {"owner": caller.owner, "tool": name, "replica": self.services.replicas.id}
+            await self.services.store.set(key, record, self.retention)
             if caller.session_id is not None:
                 await self.sessions.own(caller.session_id, key)
+            run.task.add_done_callback(lambda _task: self._spawn(self._settle(key, record, handle, run)))
             return self._retry(handle)
         self.services.runs.forget(handle)
         return self._render(outcome, name, wanted.arguments)
 
-    async def _collect(self, arguments: dict[str, Any], caller: _Caller) -> Response:
+    async def _collect(self, request: Request, arguments: dict[str, Any], caller: _Caller) -> Response:
         handle = shapes.collect_arguments(arguments)
         gone = f"The result handle {_shown(handle)} is unknown, expired or already collected"
         if not HANDLE_PATTERN.match(handle):
@@ -332,8 +385,14 @@ class ToolServerFront:
             raise _Answer(404, gone)
         if record.get("owner") != caller.owner:
             raise _Answer(403, "This result handle belongs to another session")
+        if "outcome" in record:  # finished, here or in another replica, maybe before a restart
+            self.services.runs.forget(handle)
+            await self._drop_handle(key, caller)
+            outcome = replay_outcome(handle, record["outcome"])
+            return self._render(outcome, str(record.get("tool")), record.get("arguments"))
         run = self.services.runs.get(handle)
         if run is None:
+            await self._elsewhere(request, record)
             await self._drop_handle(key, caller)
             raise _Answer(404, gone)
         outcome = await self.services.runs.wait(run, self.patience)
@@ -345,6 +404,44 @@ class ToolServerFront:
         self.services.runs.forget(handle)
         await self._drop_handle(key, caller)
         return self._render(outcome, str(record.get("tool")), run.call.arguments)
+
+    async def _elsewhere(self, request: Request, record: dict[str, Any]) -> None:
+        """A call running in another replica: forward the collect there, or say that replica was lost."""
+        replica = record.get("replica")
+        if self.services.replicas.is_self(replica) or self.services.forwarder.forwarded(request):
+            return
+        url = await self.services.forwarder.owner_url(replica)
+        if url is not None:
+            raise _Forward(url, body=getattr(request.state, "raw_body", None))
+        lost = Failure(
+            kind=ErrorKind.INTERNAL,
+            message=(
+                "The gateway replica running this call was lost before the call finished; "
+                "it was not run again: call the tool again to start a new run"
+            ),
+        )
+        raise _Answer(codec.status_of(lost), codec.failure_detail(lost))
+
+    async def _settle(self, key: str, record: dict[str, Any], handle: str, run: Run) -> None:
+        """Keep a finished, uncollected result in the store: any replica, even after a restart, hands it out."""
+        try:
+            outcome = await self.services.runs.wait(run, 0)
+            if outcome is None or self.services.runs.get(handle) is not run:  # collected meanwhile
+                return
+            settled = {**record, "outcome": encode_outcome(outcome), "arguments": run.call.arguments}
+            if await self.services.store.touch(key, self.retention):
+                await self.services.store.set(key, settled, self.retention)
+        except Exception:
+            log.exception("result_not_kept", tool=record.get("tool"))
+
+    def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(job)
+        except RuntimeError:  # the loop is shutting down
+            job.close()
+            return
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
 
     async def _drop_handle(self, key: str, caller: _Caller) -> None:
         await self.services.store.delete(key)

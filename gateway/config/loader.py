@@ -37,6 +37,7 @@ class GatewayConfig:
     settings: GatewaySettings
     source: str = "<memory>"
     marks: Mapping[PathKey, tuple[int, int]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # accepted, but worth telling the operator (an old key name, say)
 
     @cached_property
     def data(self) -> dict[str, Any]:
@@ -296,6 +297,7 @@ def parse_config(text: str, source: str = "<memory>", env: dict[str, str] | None
         raise ConfigError([f"{locate(source, marks, ())}: the configuration must be a mapping of sections"])
     expand_problems: list[tuple[PathKey, str]] = []
     data = _expand(data, (), env, expand_problems)
+    warnings = _renamed_keys(data, source, marks)
     problems = [f"{locate(source, marks, p)}: {format_path(p)}: {m}" for p, m in expand_problems]
     settings, invalid = _validate(data, source, marks, {p for p, _ in expand_problems})
     problems += invalid
@@ -304,17 +306,43 @@ def parse_config(text: str, source: str = "<memory>", env: dict[str, str] | None
         if name is not None and names.index(name) != index:
             path = ("backends", index, "name")
             problems.append(f"{locate(source, marks, path)}: {format_path(path)}: backend name {name!r} is used twice")
-    if settings is not None and settings.server.workers > 1 and settings.state.kind == "memory":
+    if settings is not None and settings.server.workers > 1 and settings.state.store == "memory":
         path = ("server", "workers")
         problems.append(
             f"{locate(source, marks, path)}: {format_path(path)}: {settings.server.workers} workers need a state store "
-            "shared by processes; with state.kind: memory each process would keep its own sessions, pending calls "
+            "shared by processes; with state.store: memory each process would keep its own sessions, pending calls "
             "and idempotency records, and a client's next request could reach one that knows nothing of them. "
-            "Use workers: 1"
+            "Use workers: 1, or state.store: redis"
+        )
+    if settings is not None and settings.server.workers > 1 and settings.state.advertise_url:
+        path = ("state", "advertise_url")
+        problems.append(
+            f"{locate(source, marks, path)}: {format_path(path)}: one address cannot name "
+            f"{settings.server.workers} workers: leave it unset, and each worker registers its own private port"
         )
     if problems or settings is None:
         raise ConfigError(problems)
-    return GatewayConfig(settings=settings, source=source, marks=marks)
+    return GatewayConfig(settings=settings, source=source, marks=marks, warnings=tuple(warnings))
+
+
+RENAMED_KEYS: dict[tuple[str, str], str] = {("state", "kind"): "store"}  # (section, old key) -> new key
+
+
+def _renamed_keys(data: dict[str, Any], source: str, marks: Mapping[PathKey, tuple[int, int]]) -> list[str]:
+    """Move keys written under an old name to the new one (in place); one warning per key moved."""
+    warnings: list[str] = []
+    for (section, old), new in RENAMED_KEYS.items():
+        block = data.get(section)
+        if not isinstance(block, dict) or old not in block:
+            continue
+        where = f"{locate(source, marks, (section, old))}: {section}.{old}"
+        if new in block:
+            warnings.append(f"{where} is the old name of {section}.{new}, which is given too: the old key is ignored")
+            del block[old]
+        else:
+            block[new] = block.pop(old)
+            warnings.append(f"{where} is now called {section}.{new}; the old name still works for now")
+    return warnings
 
 
 def load_config(path: str | Path, env: dict[str, str] | None = None) -> GatewayConfig:

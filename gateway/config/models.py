@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 
 from gateway.plugins import Adapter, installed_adapters
 from gateway.settings import BackendSettings, Section
@@ -60,7 +60,7 @@ class ServerSettings(Section):
         le=64,
         description=(
             "Processes serving the port. More than 1 needs a state store shared by processes; "
-            "the in-memory store (state.kind: memory) refuses it"
+            "the in-memory store (state.store: memory) refuses it"
         ),
     )
     allowed_origins: list[NonEmpty] = Field(
@@ -77,6 +77,43 @@ class LoggingSettings(Section):
 
     level: Literal["debug", "info", "warning", "error"] = "info"
     calls: bool = Field(default=True, description="One `call` event per call (at info); false leaves them out")
+    access: bool = Field(
+        default=True,
+        description="One `http_request` line per HTTP request (uvicorn's access log, as JSON); read at start",
+    )
+
+
+class BucketSettings(Section):
+    """A token bucket: up to `burst` calls at once, refilled at `rate_per_s` calls per second."""
+
+    rate_per_s: float = Field(gt=0, description="Calls per second allowed on average (0.5: one every 2 s)")
+    burst: int | None = Field(
+        default=None,
+        ge=1,
+        description="Calls allowed at once after a quiet spell; default rate_per_s rounded up (at least 1)",
+    )
+
+
+class RateLimitSettings(Section):
+    """Token buckets kept in the state store (shared by replicas with state.store: redis); off unless set.
+
+    A call over a rate is refused at once as rate_limited, saying when a token will be there.
+    """
+
+    per_principal: BucketSettings | None = Field(
+        default=None,
+        description="One bucket per API key name or JWT subject (with auth off, everyone shares one bucket)",
+    )
+    per_backend: BucketSettings | None = Field(
+        default=None, description="One bucket per backend, taken by every call to a tool it serves"
+    )
+    backends: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], BucketSettings] = Field(
+        default={}, description="Backend name -> its own bucket, instead of per_backend's"
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.per_principal is not None or self.per_backend is not None or bool(self.backends)
 
 
 class LimitsSettings(Section):
@@ -118,6 +155,10 @@ class LimitsSettings(Section):
         ge=1,
         description=("Largest file a front accepts as an upload (streamed to disk, never held in memory)"),
     )
+    rate: RateLimitSettings = Field(
+        default_factory=RateLimitSettings,
+        description="Rate limits (token buckets) per principal and per backend; none by default",
+    )
 
 
 class ApiKeySettings(Section):
@@ -139,6 +180,20 @@ class JwtAuthSettings(Section):
     )
     audience: str | None = Field(default=None, description="When set, tokens must carry this aud claim")
     leeway_s: float = Field(default=0, ge=0, le=300, description="Clock skew tolerated on exp, in seconds")
+    claim: NonEmpty = Field(
+        default="scope",
+        description=(
+            "The claim grants are looked up by: a string of space-separated values (OAuth scope) "
+            "or a list of strings (roles)"
+        ),
+    )
+    grants: dict[NonEmpty, list[NonEmpty]] | None = Field(
+        default=None,
+        description=(
+            "Claim value -> globs on flat tool names it allows; a caller may see and call the union over its "
+            "values, and nothing when none matches. Absent: every JWT caller may call every tool"
+        ),
+    )
 
 
 class AuthSettings(Section):
@@ -166,10 +221,50 @@ class AuthorizationSettings(Section):
 
 
 class StateSettings(Section):
-    """Where sessions, pending calls and idempotency records live."""
+    """Where sessions, pending calls, idempotency records and rate-limit counters live.
 
-    kind: Literal["memory"] = "memory"
-    max_entries: int = Field(default=100000, ge=1)
+    `memory` keeps them in this process; `redis` shares them between replicas and
+    keeps what had finished across a restart.
+    """
+
+    store: Literal["memory", "redis"] = Field(
+        default="memory",
+        description="memory: this process only; redis: shared by every replica with the same url (and kept on restart)",
+    )
+    url: str | None = Field(
+        default=None,
+        pattern=r"^(redis|rediss|unix)://",
+        description="The Redis server, e.g. redis://127.0.0.1:6379/0 (needed with store: redis)",
+    )
+    lease_s: float = Field(
+        default=15,
+        ge=1,
+        le=600,
+        description=(
+            "A replica renews its registration this often / 3; one silent for this long is taken as lost, "
+            "and the calls it was running are answered with an error"
+        ),
+    )
+    key_prefix: str = Field(
+        default="toolplex:",
+        pattern=r"^[A-Za-z0-9_.:-]*$",
+        description="Prefix of every Redis key, so several gateways can share one Redis database",
+    )
+    advertise_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://",
+        description=(
+            "Where other replicas reach this one to forward a request for something it holds (a running call, "
+            "a workspace); default: http://<server.host>:<port>, with this machine's host name for 0.0.0.0"
+        ),
+    )
+    max_entries: int = Field(default=100000, ge=1, description="Most entries per kind (namespace) in the store")
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> StateSettings:
+        if self.store == "redis" and not self.url:
+            raise ValueError("store: redis needs url (e.g. redis://127.0.0.1:6379/0)")
+        return self
 
 
 class WorkspacesSettings(Section):
@@ -211,6 +306,40 @@ class DiscoverySettings(Section):
     """How often backends are asked again for their tools."""
 
     interval_s: float = Field(default=30, ge=0, description="Re-discover every backend this often; 0 turns it off")
+
+
+class TracingSettings(Section):
+    """OpenTelemetry traces: a span per call, sent by OTLP over HTTP; needs `pip install 'toolplex[otel]'`; read at start"""  # noqa: E501
+
+    enabled: bool = Field(default=False, description="Send a span per call; off costs nothing")
+    endpoint: str = Field(
+        default="http://127.0.0.1:4318",
+        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        description="The OTLP/HTTP collector's base URL; spans are POSTed to it plus /v1/traces",
+    )
+    service_name: NonEmpty = Field(default="toolplex", description="The spans' service.name")
+    sample_ratio: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Share of new traces recorded; a client's traceparent decides for its own trace",
+    )
+    headers: dict[str, str] = Field(
+        default={}, description="Headers sent with every export (a vendor's API key: use ${VAR}); never logged"
+    )
+
+    @model_validator(mode="after")
+    def _extra_installed(self) -> TracingSettings:
+        if self.enabled:
+            from gateway.tracing import missing_extra
+
+            missing = missing_extra()
+            if missing is not None:
+                raise ValueError(
+                    f"enabled: true needs OpenTelemetry, which is not installed ({missing} is missing): "
+                    "pip install 'toolplex[otel]'"
+                )
+        return self
 
 
 SECRETS_DESCRIPTION = "Server-side secrets handed to tools that declare them (values usually ${VAR})"
@@ -267,6 +396,19 @@ class GatewaySettings(Section):
     middleware: list[MiddlewareEntry] = Field(default=[], description=MIDDLEWARE_DESCRIPTION)
     backends: list[BackendSettings] = Field(default=[], description=BACKENDS_DESCRIPTION)
     discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
+
+    @model_validator(mode="after")
+    def _rate_limits_name_backends(self) -> GatewaySettings:
+        """A bucket for a backend that does not exist is a typo that would leave the real one unlimited."""
+        names = {backend.name for backend in self.backends}
+        unknown = sorted(set(self.limits.rate.backends) - names)
+        if unknown:
+            raise ValueError(
+                f"limits.rate.backends names no configured backend: {', '.join(unknown)} "
+                f"(backends: {', '.join(sorted(names)) or 'none'})"
+            )
+        return self
 
 
 @cache
@@ -290,6 +432,7 @@ __all__ = [
     "ApiKeySettings",
     "AuthSettings",
     "AuthorizationSettings",
+    "BucketSettings",
     "DiscoverySettings",
     "GatewaySettings",
     "JwtAuthSettings",
@@ -297,6 +440,7 @@ __all__ = [
     "LoggingSettings",
     "MiddlewareEntry",
     "ProviderSettings",
+    "RateLimitSettings",
     "ServerSettings",
     "StateSettings",
     "WorkspacesSettings",

@@ -46,3 +46,44 @@ def test_run_catalog_at_a_small_size() -> None:
     assert result["call"]["ok"] is True
     assert set(result["targets"]) == {"start-up", "retrieval top-5", *(f"listing {n}" for n in catalog_scale.LISTINGS)}
     assert "| start-up" in catalog_scale.table(result)
+
+
+def test_the_written_module_declares_the_same_tools_as_the_blueprints(tmp_path: Path) -> None:
+    import importlib
+    import sys
+
+    name = catalog_tools.write_module(tmp_path, 40)
+    assert (tmp_path / f"{name}.py").exists() and list((tmp_path / "__pycache__").glob(f"{name}.*.pyc"))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop(name, None)
+    assert len(module.toolkit) == 40
+    for fn, blueprint in zip(module.toolkit, catalog_tools.blueprints(40), strict=True):
+        written, built = fn.__toolplex_tool__, catalog_tools.build(blueprint).__toolplex_tool__
+        assert (written.toolkit, written.name, written.description) == (built.toolkit, built.name, built.description)
+        assert written.schemas.input_schema == built.schemas.input_schema
+        assert written.schemas.output_schema == built.schemas.output_schema and written.blocking is False
+    arguments = {p: "x" for p, _, _, _ in catalog_tools.blueprints(40)[0].parameters}
+    assert module.toolkit[0](**arguments) == {"tool": catalog_tools.blueprints(40)[0].name, "arguments": arguments}
+
+
+def test_two_trees_are_compared_in_one_run() -> None:
+    compared = catalog_scale.run_catalog(
+        ROOT,
+        time.monotonic() + 180,
+        tools=60,
+        rounds=2,
+        listing_requests=1,
+        retrieval_requests=1,
+        show=False,
+        before=ROOT,  # the same tree twice: the comparison's shape, not a speed-up, is under test
+    )
+    assert set(compared) == {"tools", "before", "after"}
+    for side in ("before", "after"):
+        assert len(compared[side]["startup_s"]["catalog"]) == 2  # each tree started in every round
+        assert compared[side]["call"]["ok"] is True
+    text = catalog_scale.comparison(compared)
+    assert "| start-up |" in text and "| retrieval top-5 |" in text and "after/before" in text

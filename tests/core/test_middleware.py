@@ -238,11 +238,13 @@ async def test_metrics_middleware_counts_calls_and_serves_them() -> None:
         r = await client.get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=")
     lines = r.text.splitlines()
-    assert 'toolplex_calls_total{front="jsonrpc",outcome="ok",tool="Math_Add"} 2.0' in lines
-    assert 'toolplex_calls_total{front="jsonrpc",outcome="tool_failed",tool="Math_Divide"} 1.0' in lines
-    assert 'toolplex_calls_total{front="jsonrpc",outcome="not_found",tool="(unknown)"} 1.0' in lines
-    assert 'toolplex_call_duration_seconds_count{front="jsonrpc",tool="Math_Add"} 2.0' in lines
-    assert 'toolplex_call_duration_seconds_bucket{front="jsonrpc",le="+Inf",tool="Math_Add"} 2.0' in lines
+    assert 'toolplex_calls_total{backend="math",front="jsonrpc",outcome="ok",tool="Math_Add"} 2.0' in lines
+    assert 'toolplex_calls_total{backend="math",front="jsonrpc",outcome="tool_failed",tool="Math_Divide"} 1.0' in lines
+    assert 'toolplex_calls_total{backend="(unknown)",front="jsonrpc",outcome="not_found",tool="(unknown)"} 1.0' in lines
+    assert 'toolplex_call_duration_seconds_count{backend="math",front="jsonrpc",tool="Math_Add"} 2.0' in lines
+    assert (
+        'toolplex_call_duration_seconds_bucket{backend="math",front="jsonrpc",le="+Inf",tool="Math_Add"} 2.0' in lines
+    )
     assert "Made_Up_Name" not in r.text
 
 

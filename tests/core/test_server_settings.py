@@ -50,7 +50,7 @@ def test_more_than_one_worker_is_refused_with_the_in_memory_state(workers: int) 
     [problem] = problems_of(text)
     assert problem.startswith("g.yaml:4:")  # the line of `workers:`
     assert "server.workers" in problem
-    assert "state.kind: memory" in problem
+    assert "state.store: memory" in problem
     assert "Use workers: 1" in problem
     [explicit] = problems_of(f"state: {{kind: memory}}\nserver: {{workers: {workers}}}\n")
     assert explicit.startswith("g.yaml:2:") and "server.workers" in explicit and "Use workers: 1" in explicit

@@ -1,0 +1,110 @@
+"""Forwarding a client's request to the replica that holds what it asks for.
+
+A running call, a session's workspace on disk and an upstream session live in
+one process. When a request for one of them reaches another replica, that
+replica passes the whole request on, as the client sent it (method, path,
+query, headers, body streamed), to the owner's registered address, and
+streams the owner's answer back. The owner authenticates and authorizes the
+request itself, exactly as if the client had come to it directly.
+
+A forwarded request carries `x-toolplex-forwarded-by`: the receiving replica
+serves it itself and never forwards it again, so no request can loop. A
+client that sends the header only makes the replica it reached serve it.
+"""
+
+from __future__ import annotations
+
+import httpx
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from gateway.aiohttp_transport import AiohttpTransport
+from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.replicas import Replicas
+
+HOP_HEADER = "x-toolplex-forwarded-by"
+CONNECT_TIMEOUT_S = 2.0
+MAX_CONNECTIONS = 100
+# Not passed on: they describe one connection, not the request (RFC 9110 section 7.6.1).
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+}
+
+
+class Forwarder:
+    """One pooled client for every replica this one forwards to."""
+
+    def __init__(self, replicas: Replicas, *, timeout_s: float) -> None:
+        self.replicas = replicas
+        self.timeout_s = timeout_s
+        self._client: httpx.AsyncClient | None = None
+
+    @staticmethod
+    def forwarded(request: Request) -> bool:
+        """This request was already passed on by a replica: serve it here."""
+        return HOP_HEADER in request.headers
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                transport=AiohttpTransport(max_connections=MAX_CONNECTIONS, keepalive_expiry=5.0),
+                timeout=httpx.Timeout(self.timeout_s, connect=CONNECT_TIMEOUT_S),
+            )
+        return self._client
+
+    async def owner_url(self, replica_id: str | None) -> str | None:
+        """The address to forward to: None when the owner is this replica, or is lost (its lease ran out)."""
+        if replica_id is None or self.replicas.is_self(replica_id):
+            return None
+        return await self.replicas.address(replica_id)
+
+    async def forward(self, request: Request, url: str, *, body: bytes | None = None) -> Response:
+        """The owner's answer to this request; `body` when the request's body was already read here.
+
+        Raises `GatewayError` (upstream_unavailable) when the owner cannot be reached.
+        """
+        headers = [
+            (name, value)
+            for name, value in request.headers.raw
+            if name.decode("latin-1").lower() not in HOP_BY_HOP and name.lower() != HOP_HEADER.encode()
+        ]
+        headers.append((HOP_HEADER.encode(), self.replicas.id.encode()))
+        if body is not None:
+            headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
+        target = url + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        client = self._http()
+        outgoing = client.build_request(
+            request.method, target, headers=headers, content=body if body is not None else request.stream()
+        )
+        try:
+            answer = await client.send(outgoing, stream=True)
+        except httpx.HTTPError as exc:
+            raise GatewayError(
+                Failure(
+                    kind=ErrorKind.UPSTREAM_UNAVAILABLE,
+                    message="The gateway replica holding this request's session or call cannot be reached now",
+                    developer_message=f"Forwarding to {url} failed: {type(exc).__name__}",
+                    can_retry=True,
+                    retry_after_ms=1000,
+                )
+            ) from None
+        response = StreamingResponse(
+            answer.aiter_raw(), status_code=answer.status_code, background=BackgroundTask(answer.aclose)
+        )
+        response.raw_headers = [
+            (name, value) for name, value in answer.headers.raw if name.decode("latin-1").lower() not in HOP_BY_HOP
+        ]
+        return response
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

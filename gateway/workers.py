@@ -1,0 +1,141 @@
+"""`server.workers: N`: N gateway processes serving one port, kept running by a small supervisor.
+
+The supervisor binds the port once and starts N `toolplex serve` processes that
+inherit the listening socket; the kernel hands each new connection to one of
+them. Each worker is a replica of its own in the shared state store (so more
+than one worker needs `state.store: redis`): it also listens on a private port
+of its own, which is the address it registers, so that another worker can
+forward a request for something only it holds (a session's workspace, a
+running call) to exactly it, not to whichever worker the shared port picks.
+
+Signals: SIGTERM and SIGINT stop every worker gracefully (each drains its
+calls within `server.shutdown_grace_s`); SIGHUP is passed on (each reloads its
+configuration). A worker that dies is started again after a pause, at most
+`MAX_RESTARTS` times a minute; past that the supervisor stops them all and
+exits, rather than restart a crashing worker forever.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from types import FrameType
+
+import structlog
+
+log = structlog.get_logger("toolplex.workers")
+
+BACKLOG = 2048
+RESTART_PAUSE_S = 1.0
+MAX_RESTARTS = 5  # within RESTART_WINDOW_S
+RESTART_WINDOW_S = 60.0
+POLL_S = 0.2
+KILL_MARGIN_S = 10.0  # beyond the shutdown grace, before a worker that does not stop is killed
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The shared listening socket (IPv4 or IPv6, as `host` is), inheritable by the workers."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(BACKLOG)
+    sock.set_inheritable(True)
+    return sock
+
+
+class Supervisor:
+    """Starts the workers, passes signals on, restarts the ones that die (bounded)."""
+
+    def __init__(self, command: list[str], count: int, listener: socket.socket, grace_s: float) -> None:
+        self.command = command  # `toolplex serve ...` without the worker's own arguments
+        self.count = count
+        self.listener = listener
+        self.grace_s = grace_s
+        self.workers: dict[int, subprocess.Popen[bytes]] = {}
+        self.stopping = False
+        self._restarts: deque[float] = deque()
+
+    def _spawn(self, index: int) -> None:
+        fd = self.listener.fileno()
+        process = subprocess.Popen(
+            [*self.command, "--listen-fd", str(fd), "--worker", str(index)],
+            pass_fds=(fd,),
+        )
+        self.workers[index] = process
+        log.info("worker_started", worker=index, pid=process.pid)
+
+    def _signal(self, signum: int, _frame: FrameType | None) -> None:
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self.stopping = True
+        for process in self.workers.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM if signum == signal.SIGINT else signum)
+
+    def run(self) -> int:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._signal)
+        for index in range(self.count):
+            self._spawn(index)
+        host, port = self.listener.getsockname()[:2]
+        log.info("workers_serving", workers=self.count, host=host, port=port)
+        failed = False
+        while not self.stopping:
+            time.sleep(POLL_S)
+            for index, process in list(self.workers.items()):
+                code = process.poll()
+                if code is None or self.stopping:
+                    continue
+                log.error("worker_exited", worker=index, pid=process.pid, code=code)
+                if not self._may_restart():
+                    log.error("workers_failing", restarts=len(self._restarts), window_s=RESTART_WINDOW_S)
+                    failed = True
+                    self.stopping = True
+                    break
+                time.sleep(RESTART_PAUSE_S)
+                self._spawn(index)
+        self._stop_all()
+        self.listener.close()
+        return 1 if failed else 0
+
+    def _may_restart(self) -> bool:
+        now = time.monotonic()
+        while self._restarts and now - self._restarts[0] > RESTART_WINDOW_S:
+            self._restarts.popleft()
+        if len(self._restarts) >= MAX_RESTARTS:
+            return False
+        self._restarts.append(now)
+        return True
+
+    def _stop_all(self) -> None:
+        for process in self.workers.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace_s + KILL_MARGIN_S
+        for index, process in self.workers.items():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.error("worker_killed", worker=index, pid=process.pid)
+                process.kill()
+                process.wait()
+
+
+def serve_workers(config_path: str, host: str, port: int, count: int, grace_s: float, *, watch: bool) -> int:
+    """Run `count` workers on host:port until a stop signal; the exit code of the whole."""
+    try:
+        listener = bind(host, port)
+    except OSError as exc:
+        print(f"cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    command = [sys.executable, "-m", "gateway.cli", "serve", "--config", config_path, "--host", host]
+    command += ["--port", str(listener.getsockname()[1])]
+    if not watch:
+        command.append("--no-reload")
+    os.environ.pop("TOOLPLEX_PORT", None)  # the workers get the bound port explicitly
+    return Supervisor(command, count, listener, grace_s).run()

@@ -1,0 +1,103 @@
+"""The compose stack for real: build the image, `up --scale gateway=2`, call through nginx, tear down.
+
+Runs only where `docker compose` works and `docker info` reaches an engine that can pull the base
+images; skipped otherwise, saying which (the machines this project is developed on have a docker
+client and no engine). The stack gets a project name and image tag of its own and a free host
+port, and is removed, volumes included, whatever happens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.docker.stack import COMPOSE, DOCKERFILE, compose, wait_until_ok
+from tests.support import ROOT, free_port
+
+UP_TIMEOUT_S = 900  # a first build downloads the base images and installs every package
+CALL_TIMEOUT_S = 120
+
+
+def docker(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def _why_not() -> str | None:
+    """None when this machine can build and run the stack; otherwise why not."""
+    if shutil.which("docker") is None:
+        return "docker is not installed"
+    if docker("compose", "version").returncode != 0:
+        return "`docker compose` (the compose plugin) is not installed"
+    info = docker("info", "--format", "{{.ServerVersion}}")
+    if info.returncode != 0 or not info.stdout.strip():
+        first = (info.stderr.strip().splitlines() or ["no answer"])[0]
+        return f"`docker info` reaches no engine: {first}"
+    return None
+
+
+def base_images() -> list[str]:
+    """Every image the stack pulls: the Dockerfile's bases and the compose services' own images."""
+    text = DOCKERFILE.read_text()
+    found = re.findall(r"^ARG \w+_IMAGE=(\S+)", text, re.M)
+    found += [str(s["image"]) for s in compose()["services"].values() if "build" not in s]
+    return found
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[tuple[str, list[str], dict[str, str]]]:
+    reason = _why_not()
+    if reason:
+        pytest.skip(reason)
+    for image in base_images():
+        pulled = docker("pull", "--quiet", image, timeout=UP_TIMEOUT_S)
+        if pulled.returncode != 0:
+            pytest.skip(f"the docker engine cannot pull {image}: {pulled.stderr.strip()[:300]}")
+    tag = f"test-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    env = {**os.environ, "TOOLPLEX_PORT": str(port), "TOOLPLEX_TAG": tag}
+    command = ["compose", "-p", f"toolplex-test-{tag}", "-f", str(COMPOSE)]
+    try:
+        up = docker(
+            *command,
+            *("up", "-d", "--build", "--scale", "gateway=2", "--wait", "--wait-timeout", str(UP_TIMEOUT_S)),
+            timeout=UP_TIMEOUT_S + 60,
+            env=env,
+        )
+        if up.returncode != 0:
+            logs = docker(*command, "logs", "--no-color", "--tail", "60", env=env, timeout=120)
+            pytest.fail(f"`up` failed ({up.returncode}):\n{up.stderr[-4000:]}\n{logs.stdout[-6000:]}")
+        yield f"http://127.0.0.1:{port}", command, env
+    finally:
+        docker(*command, "down", "--volumes", "--remove-orphans", "--timeout", "30", env=env, timeout=300)
+        docker("image", "rm", "--force", f"toolplex:{tag}", timeout=120)
+
+
+def test_two_replicas_behind_nginx(stack: tuple[str, list[str], dict[str, str]]) -> None:
+    base, command, env = stack
+    replicas = docker(*command, "ps", "--quiet", "gateway", env=env).stdout.split()
+    assert len(replicas) == 2, replicas
+    assert wait_until_ok(f"{base}/healthz", CALL_TIMEOUT_S).json() == {"status": "ok"}
+
+    with httpx.Client(base_url=base, timeout=CALL_TIMEOUT_S) as client:
+        added = client.post(
+            "/opentool/call", json={"jsonrpc": "2.0", "method": "Math_Add", "params": {"a": 10, "b": 5}, "id": "1"}
+        )
+        assert added.json()["result"] == {"result": 15}, added.text
+        # Url_Parse runs in the `tools` container's Node.js sidecar, reached through the gateway.
+        parsed = client.post("/tools/call", json={"tool_id": "Url.Parse", "input": {"url": "https://example.com/a"}})
+        assert parsed.json()["value"]["hostname"] == "example.com", parsed.text
+        for _ in range(10):
+            assert client.get("/healthz").status_code == 200
+
+    logs = docker(*command, "logs", "--no-color", "--no-log-prefix", "nginx", env=env).stdout
+    upstreams = {m.group(1) for m in re.finditer(r"upstream=(\d+\.\d+\.\d+\.\d+:8080)", logs)}
+    assert len(upstreams) == 2, f"nginx did not use both replicas: {upstreams}"

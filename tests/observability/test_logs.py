@@ -1,0 +1,94 @@
+"""Every log line is JSON, from structlog and from the standard `logging` module alike, with the
+trace id of what is being served and nothing a client could use to smuggle a secret through."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from gateway import tracing
+from gateway.observability import REDACTED, configure_logging, register_secrets
+
+SECRET = "planted-secret-7c1e9a2b"
+
+
+@pytest.fixture
+def written(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
+    """Sets the gateway's logging up as `toolplex serve` does (in the test itself: capsys' stream is
+    only there then); returns a function reading the lines written since."""
+    register_secrets([SECRET])
+
+    def start() -> Any:
+        configure_logging("info")
+        return lambda: [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+    try:
+        yield start
+    finally:  # the capture stream closes after this test: nothing may keep writing to it
+        structlog.reset_defaults()
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+        logging.getLogger().handlers.clear()
+
+
+def test_standard_logging_records_are_json_lines_with_the_call_they_serve(written: Any) -> None:
+    read = written()
+    token = tracing.mark_call("c0ffee")
+    try:
+        logging.getLogger("some.library").warning("retrying %s with key %s", "http://u:pw@host/x?token=abc", SECRET)
+        try:
+            raise RuntimeError(f"boom with {SECRET}")
+        except RuntimeError:
+            logging.getLogger("some.library").exception("it failed")
+    finally:
+        tracing.unmark_call(token)
+    logging.getLogger("some.library").warning("outside any call")
+    warned, failed, outside = read()
+    assert warned["logger"] == "some.library" and warned["level"] == "warning" and warned["trace_id"] == "c0ffee"
+    assert warned["event"] == f"retrying http://{REDACTED}@host/x?token={REDACTED} with key {REDACTED}"
+    assert failed["level"] == "error" and "RuntimeError: boom with [redacted]" in failed["exception"]
+    assert SECRET not in json.dumps([warned, failed, outside])
+    assert "trace_id" not in outside and outside["timestamp"].endswith("Z")
+
+
+def test_uvicorns_access_record_becomes_an_http_request_event(written: Any) -> None:
+    read = written()
+    request = tracing.RequestTrace()
+    request.call_id = "c0ffee"
+    token = tracing.REQUEST.set(request)
+    try:
+        access = logging.getLogger("uvicorn.access")
+        access.setLevel(logging.INFO)
+        access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:50000", "GET", f"/tools?token={SECRET}&x=1", "1.1", 200)
+        access.info('%s - "%s %s HTTP/%s" %d', f"{SECRET}:1", "GET", "/healthz", "1.1", 200)  # a forged client
+    finally:
+        tracing.REQUEST.reset(token)
+    [line, forged] = read()
+    assert line == {
+        "event": "http_request",
+        "client": "127.0.0.1:50000",
+        "method": "GET",
+        "path": f"/tools?token={REDACTED}&x={REDACTED}",
+        "http_version": "1.1",
+        "status": 200,
+        "logger": "uvicorn.access",
+        "trace_id": "c0ffee",  # the call the request carried, though the line is written after it ended
+        "level": "info",
+        "timestamp": line["timestamp"],
+    }
+    assert forged["client"] == f"{REDACTED}:1"
+
+
+def test_a_client_correlation_id_moved_aside_is_still_redacted(written: Any) -> None:
+    read = written()
+    token = tracing.mark_call("c0ffee")
+    try:
+        structlog.get_logger("toolplex.call").info("call", trace_id=f"Bearer {SECRET}", tool="Math_Add")
+    finally:
+        tracing.unmark_call(token)
+    [line] = read()
+    assert line["trace_id"] == "c0ffee" and line["client_trace_id"] == f"Bearer {REDACTED}"

@@ -1,0 +1,132 @@
+"""The state store contract, held by both stores: the in-memory one and Redis (a real server).
+
+Everything above the store (sessions, idempotency records, 450 handles, rate
+limits, replica leases) relies on exactly these semantics, so each test runs
+against both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from gateway.errors import ErrorKind, GatewayError
+from gateway.redis_store import RedisStore
+from gateway.state import MemoryStore, StateStore
+from tests.support import free_port
+
+DEADLINE_S = 5.0
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator[StateStore]:
+    caps = {"small": 3}
+    if request.param == "memory":
+        made: StateStore = MemoryStore(max_entries=1000, caps=caps)
+    else:
+        made = RedisStore(redis_url, prefix=f"test-{secrets.token_hex(4)}:", max_entries=1000, caps=caps)
+    yield made
+    await made.close()
+
+
+async def until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        if await condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_values_round_trip_as_json(store: StateStore) -> None:
+    value = {"status": "done", "n": 3, "nested": [1, 2.5, None, "x"], "flag": True}
+    await store.set("ns:a", value, 60)
+    assert await store.get("ns:a") == value
+    assert await store.get("ns:missing") is None
+
+
+async def test_add_creates_only_once(store: StateStore) -> None:
+    results = await asyncio.gather(*(store.add("ns:once", {"by": i}, 60) for i in range(8)))
+    assert results.count(True) == 1
+    assert await store.get("ns:once") == {"by": results.index(True)}
+
+
+async def test_delete_and_touch(store: StateStore) -> None:
+    await store.set("ns:t", {"v": 1}, 60)
+    assert await store.touch("ns:t", 60) is True
+    await store.delete("ns:t")
+    assert await store.get("ns:t") is None
+    assert await store.touch("ns:t", 60) is False
+    assert await store.add("ns:t", {"v": 2}, 60) is True  # gone means free again
+
+
+async def test_entries_expire(store: StateStore) -> None:
+    await store.set("ns:short", {"v": 1}, 0.05)
+    await store.set("ns:long", {"v": 1}, 60)
+
+    async def gone() -> bool:
+        return await store.get("ns:short") is None
+
+    await until(gone, "the short-lived entry to expire")
+    assert await store.get("ns:long") == {"v": 1}
+    assert await store.touch("ns:short", 60) is False
+
+
+async def test_touch_extends_life(store: StateStore) -> None:
+    await store.set("ns:kept", {"v": 1}, 0.3)
+    started = time.monotonic()
+    while time.monotonic() - started < 0.6:  # touched well within its life, it outlives its first TTL
+        assert await store.touch("ns:kept", 0.3) is True
+        await asyncio.sleep(0.05)
+    assert await store.get("ns:kept") == {"v": 1}
+
+
+async def test_each_namespace_has_its_own_bound(store: StateStore) -> None:
+    await store.set("other:keep", {"v": 0}, 60)
+    for index in range(10):
+        await store.set(f"small:{index}", {"v": index}, 60 + index)
+    held = [i for i in range(10) if await store.get(f"small:{i}") is not None]
+    assert len(held) == 3
+    assert held == [7, 8, 9]  # the newest stay; the oldest went first
+    assert await store.get("other:keep") == {"v": 0}  # another namespace is never evicted
+
+
+async def test_a_token_bucket_grants_its_burst_then_says_how_long_to_wait(store: StateStore) -> None:
+    waits = [await store.take("rate:p", rate=1.0, burst=3) for _ in range(4)]
+    assert waits[:3] == [0.0, 0.0, 0.0]
+    assert 0.5 < waits[3] <= 1.0
+    assert await store.take("rate:other", rate=1.0, burst=3) == 0.0  # buckets are separate
+
+
+async def test_a_bucket_refills_at_its_rate(store: StateStore) -> None:
+    assert await store.take("rate:fast", rate=50.0, burst=1) == 0.0
+    wait = await store.take("rate:fast", rate=50.0, burst=1)
+    assert 0 < wait <= 0.02 + 1e-6
+
+    async def granted() -> bool:
+        return await store.take("rate:fast", rate=50.0, burst=1) == 0.0
+
+    await until(granted, "a token to come back")
+
+
+async def test_concurrent_takes_never_exceed_the_burst(store: StateStore) -> None:
+    waits = await asyncio.gather(*(store.take("rate:many", rate=0.01, burst=5) for _ in range(20)))
+    assert sum(1 for w in waits if w == 0.0) == 5
+
+
+async def test_an_unreachable_redis_is_a_clear_retryable_error() -> None:
+    store = RedisStore(f"redis://127.0.0.1:{free_port()}/0", prefix="gone:")
+    try:
+        for operation in (store.get("ns:a"), store.set("ns:a", {}, 1), store.take("rate:a", 1, 1)):
+            with pytest.raises(GatewayError) as caught:
+                await operation
+            failure = caught.value.failure
+            assert failure.kind == ErrorKind.UPSTREAM_UNAVAILABLE
+            assert failure.can_retry and failure.retry_after_ms
+            assert "state store is unreachable" in failure.message
+    finally:
+        await store.close()
