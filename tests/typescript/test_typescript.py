@@ -287,8 +287,9 @@ def test_make_installs_the_node_side_on_a_fresh_clone(tmp_path: Path) -> None:
         shutil.copy(ROOT / name, clone / name)
     for name in ("package.json", "package-lock.json"):
         shutil.copy(ROOT / "adapters" / "typescript" / name, clone / "adapters" / "typescript" / name)
-    (clone / "tests" / "upstreams").mkdir(parents=True)  # make test also prepares the Arcade worker
-    shutil.copy(ROOT / "tests" / "upstreams" / "install_arcade.sh", clone / "tests" / "upstreams")
+    for script in ("upstreams/install_arcade.sh", "state/install_redis.sh"):  # make test also prepares these
+        (clone / "tests" / script).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "tests" / script, clone / "tests" / script)
     for target in ("test", "run"):
         plan = subprocess.run(["make", "-n", target], cwd=clone, capture_output=True, text=True, timeout=30)
         assert plan.returncode == 0, plan.stderr
