@@ -52,6 +52,8 @@ class BackendContext:
 
     max_response_bytes: int = LimitsSettings().max_upstream_response_bytes
     workspaces: Workspaces | None = field(default=None, compare=False)
+    # A backend whose server says its tools changed asks for its own rediscovery now (not at the next interval).
+    rediscover: Callable[[str], None] | None = field(default=None, compare=False)
 
 
 @runtime_checkable

@@ -53,7 +53,7 @@ _SECRET_WORDS = (
     "credential",
     "private_key",
 )
-QUIET_LOGGERS = ("httpx", "httpcore", "hpack", "watchfiles")  # watchfiles: a line per change it sees
+QUIET_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2", "hpack", "watchfiles")  # watchfiles: a line per change
 ACCESS_LOGGER = "uvicorn.access"
 # uvicorn's access record: '%s - "%s %s HTTP/%s" %d' % (client, method, path and query, version, status)
 ACCESS_FIELDS = ("client", "method", "path", "http_version", "status")

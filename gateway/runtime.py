@@ -104,8 +104,14 @@ def shown_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def backend_context(config: GatewayConfig, workspaces: Workspaces | None = None) -> BackendContext:
-    return BackendContext(max_response_bytes=config.settings.limits.max_upstream_response_bytes, workspaces=workspaces)
+def backend_context(
+    config: GatewayConfig, workspaces: Workspaces | None = None, rediscover: Callable[[str], None] | None = None
+) -> BackendContext:
+    return BackendContext(
+        max_response_bytes=config.settings.limits.max_upstream_response_bytes,
+        workspaces=workspaces,
+        rediscover=rediscover,
+    )
 
 
 def create_backend(settings: BackendSettings, context: BackendContext) -> Backend:
@@ -252,6 +258,8 @@ class Gateway:
         self.reloads = {"ok": 0, "failed": 0}
         self._reload_lock = asyncio.Lock()
         self._retiring: dict[asyncio.Task[None], dict[str, Backend]] = {}  # task -> the backends it waits to close
+        self._rediscovering: dict[str, bool] = {}  # backend -> another run wanted after the current one
+        self._background: set[asyncio.Task[None]] = set()
         generation = self._generation(config, {})
         self.snapshot = self._snapshot(generation, Catalog([]))
 
@@ -335,7 +343,7 @@ class Gateway:
     async def start(self) -> None:
         """Start and discover every backend; a configuration error stops the start, an unreachable upstream not."""
         config = self.snapshot.config
-        context = backend_context(config, self.workspaces)
+        context = backend_context(config, self.workspaces, self.rediscover)
         backends = {s.name: create_backend(s, context) for s in config.settings.backends}
         generation = replace(self.snapshot.generation, backends=MappingProxyType(backends))
         self.snapshot = self._snapshot(generation, Catalog([]))
@@ -379,7 +387,7 @@ class Gateway:
     async def _reload(self, config: GatewayConfig) -> dict[str, Any]:
         old = self.snapshot
         old_settings = {s.name: s for s in old.config.settings.backends}
-        context = backend_context(config, self.workspaces)
+        context = backend_context(config, self.workspaces, self.rediscover)
         same_context = context == backend_context(old.config, self.workspaces)
         kept: dict[str, Backend] = {}
         fresh: dict[str, Backend] = {}
@@ -459,6 +467,8 @@ class Gateway:
 
     async def close(self) -> None:
         self.ready = False
+        for task in list(self._background):
+            task.cancel()
         if self.discovery is not None:
             await self.discovery.stop()
         await self.runs.close()
@@ -475,6 +485,34 @@ class Gateway:
         await self.forwarder.close()
         await self.replicas.deregister()
         await self.store.close()
+
+    def rediscover(self, name: str) -> None:
+        """Discover one backend again soon (its server said its tools changed); at most one run queued per backend."""
+        if name in self._rediscovering:
+            self._rediscovering[name] = True  # a change during the run: one more run after it
+            return
+        self._rediscovering[name] = False
+
+        async def run() -> None:
+            try:
+                while True:
+                    if self.discovery is not None and self.ready:
+                        await self.discovery.refresh(only={name})
+                    if not self._rediscovering.get(name):
+                        return
+                    self._rediscovering[name] = False
+            except Exception:
+                log.exception("rediscovery_failed", backend=name)
+            finally:
+                self._rediscovering.pop(name, None)
+
+        try:
+            task = asyncio.get_running_loop().create_task(run(), name=f"rediscover-{name}")
+        except RuntimeError:  # no loop: the gateway is not running
+            self._rediscovering.pop(name, None)
+            return
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def store_state(self) -> dict[str, Any]:
         """The state store as readiness shows it: its kind, and whether it answers (a shared one may not)."""

@@ -1,4 +1,7 @@
-"""`toolplex` as if `toolplex[otel]` were not installed: every `opentelemetry` import fails.
+"""`toolplex` as if `toolplex[otel]` were not installed: the extra's packages cannot be imported.
+
+The extra is the OpenTelemetry SDK and its OTLP exporter. `opentelemetry-api` is not part of it:
+the `mcp` SDK (a base dependency) requires the API, so it is always there.
 
 python -m tests.observability.without_otel serve --config PATH --port P
 
@@ -15,16 +18,20 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-BLOCKED = "opentelemetry"
+BLOCKED = ("opentelemetry.sdk", "opentelemetry.exporter")  # what `toolplex[otel]` adds
+
+
+def blocked(name: str) -> bool:
+    return any(name == root or name.startswith(f"{root}.") for root in BLOCKED)
 
 
 class NoOpenTelemetry(importlib.abc.MetaPathFinder):
-    """Finds `opentelemetry` and its submodules first, and refuses them as a missing package would."""
+    """Finds the extra's packages and their submodules first, and refuses them as a missing package would."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != BLOCKED and not fullname.startswith(f"{BLOCKED}."):
+        if not blocked(fullname):
             return None
         attempts = os.environ.get("TOOLPLEX_TEST_OTEL_ATTEMPTS")
         if attempts:
@@ -34,7 +41,7 @@ class NoOpenTelemetry(importlib.abc.MetaPathFinder):
 
 
 def main() -> int:
-    for name in [m for m in sys.modules if m == BLOCKED or m.startswith(f"{BLOCKED}.")]:
+    for name in [m for m in sys.modules if blocked(m)]:
         del sys.modules[name]
     sys.meta_path.insert(0, NoOpenTelemetry())
     from gateway.cli import main as toolplex
