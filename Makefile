@@ -8,7 +8,7 @@ CONFIG ?= config/gateway.yaml
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: run test lint install install-packages install-test clean fuzz soak schema bench compose-check
+.PHONY: run test lint install install-packages install-test clean fuzz soak schema bench compose-check conformance
 
 # The venv, with uv (from PyPI) in it: uv installs Toolplex several times faster than pip. Quickest:
 # a venv without pip, uv put in by Python's own pip (22.3+ installs into another environment), then
@@ -84,6 +84,16 @@ bench: install-test
 schema: $(VENV)/.installed
 	$(BIN)/toolplex schema > config/schema.json
 	$(BIN)/toolplex schema --markdown > docs/configuration-reference.md
+
+# The official MCP conformance suite (npm @modelcontextprotocol/conformance, pinned, on Node 22: both into .tools/
+# by tests/mcp/install_conformance.sh), every server scenario of 2025-06-18, 2025-11-25 and 2026-07-28, against
+# each target in CONFORMANCE_TARGETS (names in tests/mcp/conformance.py's TARGETS). Today: `reference`, the
+# reference server graded directly; the Toolplex-fronted targets are added there once the MCP front and
+# backend exist. Results (checks.json per scenario) land in .tools/conformance/<target>/<version>/.
+CONFORMANCE_TARGETS ?= reference
+conformance: install-test
+	tests/mcp/install_conformance.sh
+	$(BIN)/python -m tests.mcp.conformance $(addprefix --target ,$(CONFORMANCE_TARGETS)) --out .tools/conformance
 
 # The compose stack's file as docker compose reads it (no engine needed); where compose is missing, say so.
 compose-check:

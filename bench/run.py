@@ -104,7 +104,7 @@ def run_cases(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
             cookie = asyncio.run(session_cookie(gateway.port))
             requests: dict[str, Request] = {}
             for case in bench_cases.cases():
-                headers = (("Cookie", cookie),) if case.session else ()
+                headers = case.headers + ((("Cookie", cookie),) if case.session else ())
                 requests[key(case)] = Request(ports[case.server], case.path, case.body, case.expect, headers)
                 asyncio.run(probe(requests[key(case)]))
             listed = bench_cases.cases()

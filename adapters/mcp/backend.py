@@ -1,0 +1,691 @@
+"""The `mcp` backend: an MCP server's tools in the catalog, over Streamable HTTP or stdio, either era.
+
+Each backend holds one connection (`Link`): the `mcp` SDK's `Client` in `mode="auto"`,
+which probes the 2026-07-28 `server/discover` first and falls back to the `initialize`
+handshake of the 2025 revisions; the era found is logged (`mcp_connected`). Discovery
+walks `tools/list` page by page (at most `max_pages`); a call is one `tools/call` bounded
+by the call's deadline. A request that may have reached the server is never sent twice:
+only one that provably never left (the connection was refused) is retried.
+
+A stdio server is a supervised child process (`adapters.mcp.stdio`): when it dies it is
+started again after a pause that doubles with each quick death, at most
+`restarts_per_minute` times in any 60 s, and `close()` stops its whole process group.
+
+`notifications/tools/list_changed` (and, in the 2026 era, a `subscriptions/listen` event)
+is logged as `mcp_tools_changed` and sets `tools_changed`; the core has no hook for a
+backend to ask for its own rediscovery yet, so the catalog follows at the next
+discovery interval (`discovery.interval_s`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx2
+import structlog
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import SubscriptionLost, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+from mcp_types import Implementation, PaginatedRequestParams, ToolListChangedNotification
+from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from adapters.mcp import codec
+from adapters.mcp.http import EXCHANGE, Exchange, http_client
+from adapters.mcp.settings import McpBackendSettings
+from adapters.mcp.stdio import ServerProcess, child_env, connect
+from adapters.stdio import describe_exit
+from gateway.backends import BackendContext, BaseBackend, Health
+from gateway.breaker import CircuitBreaker, Permit
+from gateway.catalog import distinct_specs
+from gateway.errors import ErrorKind, GatewayError
+from gateway.model import FLAT_NAME_PATTERN, CallContext, ToolSpec
+from gateway.observability import register_secrets
+from gateway.upstream import UPSTREAMS, Credentials, failure_for_status
+
+log = structlog.get_logger("toolplex.mcp")
+
+MODES = {"auto": "auto", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
+# The SDK's stand-ins for an HTTP error answer without a JSON-RPC body: the status (in the Exchange) says more.
+SDK_STATUS_MESSAGES = frozenset({"Server returned an error response", "Not Found", "Session terminated"})
+WINDOW_S = 60.0  # the window of `restarts_per_minute`; a process that lived this long was no quick death
+MAX_BACKOFF_S = 30.0
+DEADLINE_SLACK_S = 0.05  # a cancellation this close to the deadline is the deadline passing
+MIN_RETRY_AFTER_MS = 1000
+CLOSE_MARGIN_S = 3.0  # what closing a link may take beyond the process's stop grace
+SETTLE_S = 1.0  # how long an error waits for a dying stdio process's exit status and stderr
+LISTEN_PAUSE_S = 0.5  # first pause before a `subscriptions/listen` stream that ended is opened again
+# The SDK's HTTP client logs each request's URL at INFO (and headers at DEBUG), its transport the session id:
+# warnings only, as the gateway keeps httpx and httpcore.
+QUIET_LOGGERS = ("httpx2", "httpcore2", "mcp.client.streamable_http")
+
+
+def _quiet_sdk_loggers() -> None:
+    for name in QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:  # an operator's explicit level stays
+            logger.setLevel(logging.WARNING)
+
+
+def _client_info() -> Implementation:
+    from gateway.tracing import GATEWAY_VERSION
+
+    return Implementation(name="toolplex", version=GATEWAY_VERSION)
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The first real error inside the task-group exception groups the SDK raises."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+class Link:
+    """One live MCP connection: an SDK `Client`, entered and left by one task of its own (the SDK's task
+    groups must be), the era it found, and for stdio the process under it."""
+
+    def __init__(self, backend: McpBackend, process: ServerProcess | None) -> None:
+        self.backend = backend
+        self.process = process
+        self.client: Client | None = None
+        self.protocol_version: str | None = None
+        self.dead = asyncio.Event()  # the connection ended: the process exited, or the link was closed
+        self.closing = False
+        self.handshake = Exchange()  # what the HTTP requests of the handshake met
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.client is not None and not self.dead.is_set()
+
+    @property
+    def era(self) -> str:
+        return "modern" if self.protocol_version in MODERN_PROTOCOL_VERSIONS else "legacy"
+
+    def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        if self.process is not None:
+            return connect(self.process, self.dead.set)
+        settings = self.backend.settings
+        assert settings.url is not None
+        return streamable_http_client(
+            settings.url, http_client=self.backend.http(), max_sse_event_size=self.backend.max_body
+        )
+
+    async def open(self, timeout: float) -> None:
+        """Connect and negotiate the era within `timeout` seconds; GatewayError when that fails."""
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._run(ready), name=f"mcp-link-{self.backend.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), timeout)
+        except TimeoutError:
+            ready.cancel()
+            await self.close()
+            raise self.backend.unavailable(f"it did not complete the MCP handshake within {timeout:g} s") from None
+        except GatewayError:
+            await self.close()  # the task is ending already: this waits for its process to be stopped
+            raise
+        except BaseException:
+            ready.cancel()
+            await self.close()
+            raise
+
+    async def _run(self, ready: asyncio.Future[None]) -> None:
+        backend = self.backend
+        EXCHANGE.set(self.handshake)  # the handshake's requests; this task's own context
+        try:
+            async with Client(
+                self._transport(),
+                mode=MODES[backend.settings.era],
+                cache=None,  # every discovery asks the server: a cached listing would hide changes
+                message_handler=self._on_message,
+                client_info=_client_info(),
+            ) as client:
+                self.client = client
+                self.protocol_version = client.protocol_version
+                EXCHANGE.set(None)  # what this task starts from now on is the connection's own traffic
+                ready.set_result(None)
+                backend.connected(self, client)
+                async with anyio.create_task_group() as tasks:
+                    if self.era == "modern" and _lists_changes(client):
+                        tasks.start_soon(self._listen, client)
+                    await _first(self._stop, self.dead)
+                    tasks.cancel_scope.cancel()
+        except BaseException as exc:
+            if not ready.done():
+                if self.process is not None and not isinstance(exc, asyncio.CancelledError):
+                    await self.process.settle(SETTLE_S)
+                ready.set_exception(backend.connect_failure(self, _unwrap(exc)))
+            elif not self.closing:
+                log.warning("mcp_link_failed", backend=backend.name, error=repr(_unwrap(exc)))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self.dead.set()
+            if self.process is not None:
+                await self.process.stop(backend.settings.stop_timeout_s)
+            if not self.closing:
+                backend.link_lost(self)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            self.backend.tools_listing_changed(self)
+        elif isinstance(message, Exception):
+            log.debug("mcp_transport_error", backend=self.backend.name, error=repr(message))
+
+    async def _listen(self, client: Client) -> None:
+        """2026 era: changes come on a `subscriptions/listen` stream. One that ends is opened again after a
+        pause (doubling up to 30 s, from 1 s again after a stream that lasted a minute) while the link lives."""
+        pause = LISTEN_PAUSE_S
+        while not self.dead.is_set():
+            opened = time.monotonic()
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    async for event in subscription:
+                        if isinstance(event, ToolsListChanged):
+                            self.backend.tools_listing_changed(self)
+                reason = "the server closed it"
+            except (MCPError, SubscriptionLost, TimeoutError) as exc:
+                reason = str(exc) or type(exc).__name__
+            if self.closing:
+                return
+            pause = LISTEN_PAUSE_S if time.monotonic() - opened >= WINDOW_S else min(MAX_BACKOFF_S, pause * 2)
+            log.info("mcp_listen_ended", backend=self.backend.name, reason=reason, again_in_s=pause)
+            await anyio.sleep(pause)
+
+    async def close(self) -> None:
+        """Leave the connection (stopping its process); bounded by the process's stop grace and a margin."""
+        self.closing = True
+        self._stop.set()
+        task = self._task
+        if task is None or task.done():
+            return
+        budget = self.backend.settings.stop_timeout_s + CLOSE_MARGIN_S
+        done, _ = await asyncio.wait({task}, timeout=budget)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=budget)
+
+
+def _lists_changes(client: Client) -> bool:
+    tools = client.server_capabilities.tools
+    return tools is not None and bool(tools.list_changed)
+
+
+async def _first(*events: asyncio.Event) -> None:
+    """Wait until one of `events` is set."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+class McpBackend(BaseBackend):
+    """One MCP server; declares no optional feature (its sessions are its own, not per caller)."""
+
+    def __init__(self, settings: McpBackendSettings, context: BackendContext) -> None:
+        self.name = settings.name
+        self.settings = settings
+        self.toolkit = codec.default_toolkit(settings.name)
+        self.max_body = context.max_response_bytes
+        self.credentials = Credentials.of(settings.api_key, settings)
+        self.breaker = CircuitBreaker(settings.circuit_breaker.failures, settings.circuit_breaker.cooldown_s)
+        self.tools_changed = asyncio.Event()  # set by every list_changed the server sends
+        self.rediscover = context.rediscover
+        self.protocol_version: str | None = None
+        self._http: httpx2.AsyncClient | None = None
+        self._link: Link | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._restarts: deque[float] = deque()  # when each restart of a dead stdio process happened
+        self._quick_deaths = 0
+        self._next_start = 0.0  # monotonic time before which no new process is started
+        self._last_death: str | None = None
+        self._revive: asyncio.Task[None] | None = None
+        if settings.transport == "stdio":
+            register_secrets(settings.env.values())  # the server's credentials: never in a log line
+        _quiet_sdk_loggers()
+        # /metrics reads breakers from this registry; it reads only `name` and `breaker` of what it holds.
+        UPSTREAMS.add(self)  # type: ignore[arg-type]
+
+    # ---- connection ----
+
+    def unavailable(self, message: str, **fields: Any) -> GatewayError:
+        fields.setdefault("can_retry", True)
+        return GatewayError.of(
+            ErrorKind.UPSTREAM_UNAVAILABLE, f"Upstream {self.name!r} is unavailable: {message}", **fields
+        )
+
+    def http(self) -> httpx2.AsyncClient:
+        """The backend's one HTTP client (pooled connections), made on first use."""
+        if self._http is None:
+            settings = self.settings
+            headers = {**settings.headers, **self.credentials.own()}
+            self._http = http_client(
+                headers=headers,
+                connect_timeout_s=settings.timeouts_s.connect,
+                write_timeout_s=settings.timeouts_s.read,
+                max_connections=settings.max_connections,
+                max_body=self.max_body,
+            )
+        return self._http
+
+    def connected(self, link: Link, client: Client) -> None:
+        self.protocol_version = link.protocol_version
+        server = client.server_info
+        log.info(
+            "mcp_connected",
+            backend=self.name,
+            transport=self.settings.transport,
+            era=link.era,
+            protocol_version=link.protocol_version,
+            server=server.name if server is not None else None,
+            server_version=server.version if server is not None else None,
+            pid=link.process.pid if link.process is not None else None,
+        )
+
+    def connect_failure(self, link: Link, exc: BaseException) -> GatewayError:
+        """Why a connection could not be made, as the error its caller raises."""
+        if isinstance(exc, GatewayError):
+            return exc
+        process = link.process
+        if process is not None and process.returncode is not None:
+            return self.unavailable(
+                f"its server process ended during the handshake ({describe_exit(process.returncode)})",
+                developer_message=process.stderr_tail() or None,
+            )
+        met = link.handshake
+        if met.error is not None:
+            return self.unavailable(f"the MCP handshake failed: {met.error}")
+        if met.status is not None and met.status >= 400:
+            whose = " to the gateway's own credentials" if met.status == 401 else ""
+            return self.unavailable(
+                f"the MCP handshake was answered HTTP {met.status}{whose}",
+                developer_message="Check the backend's url, headers and api_key",
+            )
+        if isinstance(exc, MCPError):
+            return self.unavailable(f"the MCP handshake failed: {exc.message} (error {exc.code})")
+        return self.unavailable(f"the MCP handshake failed ({type(exc).__name__}: {exc})")
+
+    def tools_listing_changed(self, link: Link) -> None:
+        log.info("mcp_tools_changed", backend=self.name, era=link.era)
+        self.tools_changed.set()
+        if self.rediscover is not None:  # the catalog follows now, not at the next discovery interval
+            self.rediscover(self.name)
+
+    def link_lost(self, link: Link) -> None:
+        """A link ended without being closed: a stdio process died. Start another, as `_start_delay` allows."""
+        if self._closed or link is not self._link:
+            return
+        process = link.process
+        if process is None:
+            return  # an HTTP connection is simply made again on the next request
+        lived = time.monotonic() - process.started
+        self._quick_deaths = self._quick_deaths + 1 if lived < WINDOW_S else 1
+        self._next_start = time.monotonic() + min(
+            MAX_BACKOFF_S, self.settings.restart_backoff_s * 2 ** (self._quick_deaths - 1)
+        )
+        self._last_death = f"its server process exited ({describe_exit(process.returncode)})"
+        log.warning(
+            "mcp_server_exited",
+            backend=self.name,
+            pid=process.pid,
+            how=describe_exit(process.returncode),
+            lived_s=round(lived, 3),
+            stderr=process.stderr_tail() or None,
+        )
+        if self._revive is None or self._revive.done():
+            self._revive = asyncio.get_running_loop().create_task(self._revive_loop(), name=f"mcp-revive-{self.name}")
+
+    async def _revive_loop(self) -> None:
+        """Restart a dead stdio server as soon as the budget allows; stops once one is up (or on close)."""
+        while not self._closed:
+            wait = self._start_delay()
+            if wait is None:
+                log.error("mcp_server_not_restarted", backend=self.name, reason="restarts_per_minute is 0")
+                return
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            try:
+                await self._ensure_link(None)
+            except GatewayError as exc:
+                log.warning("mcp_server_restart_failed", backend=self.name, error=exc.failure.message)
+                continue
+            return
+
+    def _start_delay(self) -> float | None:
+        """Seconds before another stdio process may start (0: now); None when restarts are off for good."""
+        if self._last_death is None:
+            return 0.0  # the first start
+        if self.settings.restarts_per_minute == 0:
+            return None
+        now = time.monotonic()
+        while self._restarts and now - self._restarts[0] >= WINDOW_S:
+            self._restarts.popleft()
+        wait = max(0.0, self._next_start - now)
+        if len(self._restarts) >= self.settings.restarts_per_minute:
+            wait = max(wait, self._restarts[0] + WINDOW_S - now)
+        return wait
+
+    async def _ensure_link(self, deadline: float | None) -> Link:
+        """The live link, made now if there is none; `deadline` (monotonic) bounds the wait for a restart."""
+        link = self._link
+        if link is not None and link.alive:
+            return link
+        async with self._lock:
+            link = self._link
+            if link is not None and link.alive:
+                return link
+            if self._closed:
+                raise self.unavailable("the backend is closed")
+            if link is not None:
+                self._link = None
+                await link.close()
+            budget = self.settings.timeouts_s.read
+            if deadline is not None:
+                budget = min(budget, max(0.0, deadline - time.monotonic()))
+            if self.settings.transport == "stdio":
+                await self._wait_for_restart(deadline)
+            link = await self._open(budget)
+            if self._closed:  # closed while this one was being made: it must not outlive the backend
+                await link.close()
+                raise self.unavailable("the backend is closed")
+            self._link = link
+            return link
+
+    async def _wait_for_restart(self, deadline: float | None) -> None:
+        wait = self._start_delay()
+        if wait is None:
+            raise self.unavailable(f"{self._last_death}; restarts_per_minute is 0, so it is not started again")
+        if wait > 0:
+            if deadline is not None and time.monotonic() + wait > deadline:
+                raise self.unavailable(
+                    f"{self._last_death}; it is started again in {wait:.1f} s (restarts_per_minute: "
+                    f"{self.settings.restarts_per_minute})",
+                    retry_after_ms=max(MIN_RETRY_AFTER_MS, int(wait * 1000)),
+                )
+            await asyncio.sleep(wait)
+        if self._last_death is not None:
+            self._restarts.append(time.monotonic())
+
+    async def _open(self, budget: float) -> Link:
+        process = None
+        settings = self.settings
+        if settings.transport == "stdio":
+            assert settings.command is not None
+            try:
+                process = await ServerProcess.spawn(
+                    settings.command,
+                    settings.args,
+                    env=child_env(settings.env),
+                    cwd=settings.cwd,
+                    label=self.name,
+                    line_limit=self.max_body,
+                )
+            except OSError as exc:
+                self._note_failed_start(f"its command cannot be started ({exc.strerror or exc})")
+                raise self.unavailable(f"its command {settings.command!r} cannot be started: {exc}") from None
+        link = Link(self, process)
+        try:
+            await link.open(budget)
+        except GatewayError:
+            if process is not None:
+                self._note_failed_start(f"its server process did not start ({describe_exit(process.returncode)})")
+            self.breaker.failure()
+            raise
+        return link
+
+    def _note_failed_start(self, why: str) -> None:
+        """A start that failed counts as a quick death: the next one waits longer."""
+        self._quick_deaths += 1
+        self._last_death = why
+        self._next_start = time.monotonic() + min(
+            MAX_BACKOFF_S, self.settings.restart_backoff_s * 2 ** (self._quick_deaths - 1)
+        )
+
+    # ---- discovery ----
+
+    async def discover(self) -> list[ToolSpec]:
+        """Every tool the server lists, page by page; retried (`retries`) as discovery may be."""
+        tools = await self._discover_listing()
+        self.breaker.success()  # a recovered upstream is back for calls too
+        source = f"backend {self.name!r} ({self.settings.url or self.settings.command})"
+        toolkit = self.settings.toolkit or f"{self.settings.prefix or ''}{self.toolkit}"
+        return distinct_specs(
+            tools,
+            lambda entry: self._spec(entry, toolkit, source),
+            lambda spec: spec.flat_name,
+            event="mcp_tool",
+            backend=self.name,
+        )
+
+    async def _discover_listing(self) -> list[dict[str, Any]]:
+        attempts = 1 + self.settings.retries
+        for attempt in range(attempts):
+            try:
+                return await self._list_tools()
+            except GatewayError:
+                if attempt + 1 >= attempts or self._closed:
+                    raise
+                await asyncio.sleep(self.settings.retry_backoff_s * (2**attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _spec(self, entry: dict[str, Any], toolkit: str, source: str) -> ToolSpec:
+        spec = codec.spec_from_tool(entry, backend=self.name, toolkit=self.toolkit, source=source)
+        rename = self.settings.rename or {}
+        name = rename.get(spec.name) or rename.get(spec.qualified_name) or spec.name
+        if not FLAT_NAME_PATTERN.match(f"{toolkit}_{name}"):
+            raise ValueError(
+                f"tool {entry.get('name')!r} would be {toolkit}_{name}, longer than a tool name may be (64); "
+                f"give it a shorter name with rename: {{{spec.name}: ...}}"
+            )
+        return spec
+
+    async def _list_tools(self) -> list[dict[str, Any]]:
+        read_s = self.settings.timeouts_s.read
+        link = await self._ensure_link(time.monotonic() + read_s)
+        assert link.client is not None
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _page in range(self.settings.max_pages):
+            async with self._exchange(None) as exchange:
+                try:
+                    async with asyncio.timeout(read_s):
+                        page = await link.client.session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+                except TimeoutError:
+                    self.breaker.failure()
+                    raise self.unavailable(f"tools/list did not answer within {read_s:g} s (timeouts_s.read)") from None
+                except MCPError as exc:
+                    await self._settle(exc, link)
+                    failure = self._request_failure(exc, exchange, link, "tools/list")
+                    raise (failure.error if isinstance(failure, _SendAgain) else failure) from None
+                except ValidationError as exc:
+                    self.breaker.failure()
+                    raise self.unavailable(f"its tools/list answer is malformed: {exc.errors()[0]['msg']}") from None
+            tools.extend(t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                return tools
+        log.warning("mcp_tools_list_truncated", backend=self.name, pages=self.settings.max_pages, tools=len(tools))
+        return tools
+
+    # ---- calls ----
+
+    @contextlib.asynccontextmanager
+    async def _exchange(self, context: CallContext | None) -> AsyncIterator[Exchange]:
+        """An `Exchange` for the requests made inside the block (the HTTP guard writes what each met)."""
+        forwarded = context is not None and self.settings.forward_authorization
+        exchange = Exchange(authorization=context.client_authorization if forwarded and context else None)
+        token = EXCHANGE.set(exchange)
+        try:
+            yield exchange
+        finally:
+            EXCHANGE.reset(token)
+
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+        binding = spec.binding
+        if not isinstance(binding, codec.McpTool):
+            raise GatewayError.of(ErrorKind.INTERNAL, f"Tool {spec.flat_name} has no MCP binding")
+        attempts = 1 + self.settings.retries
+        for attempt in range(attempts):
+            remaining = context.remaining()
+            if remaining is not None and remaining <= 0:
+                raise GatewayError.of(ErrorKind.DEADLINE, f"Deadline passed before upstream {self.name!r} answered")
+            permit = self._admit(remaining)
+            try:
+                return await self._call_once(binding, arguments, context)
+            except _SendAgain as again:
+                if attempt + 1 >= attempts:
+                    raise again.error from None
+                await self._backoff(attempt, context.deadline)
+            finally:
+                self.breaker.release(permit)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _admit(self, remaining: float | None) -> Permit:
+        budget = remaining if remaining is not None else self.settings.timeouts_s.total
+        permit = self.breaker.acquire(lease=budget + 1.0)
+        if permit is None:
+            wait_ms = max(MIN_RETRY_AFTER_MS, int(self.breaker.retry_after_s() * 1000))
+            raise self.unavailable("circuit open after repeated failures", retry_after_ms=wait_ms)
+        return permit
+
+    async def _backoff(self, attempt: int, deadline: float | None) -> None:
+        delay = self.settings.retry_backoff_s * (2**attempt) * (0.5 + random.random())
+        if deadline is not None:
+            delay = min(delay, max(0.0, deadline - time.monotonic()))
+        await asyncio.sleep(delay)
+
+    async def _call_once(self, binding: codec.McpTool, arguments: dict[str, Any], context: CallContext) -> Any:
+        link = await self._ensure_link(context.deadline)
+        assert link.client is not None
+        async with self._exchange(context) as exchange:
+            try:
+                remaining = context.remaining()
+                async with asyncio.timeout(remaining):
+                    result = await link.client.call_tool(binding.name, arguments, read_timeout_seconds=remaining)
+            except TimeoutError:
+                self.breaker.failure()
+                raise GatewayError.of(
+                    ErrorKind.DEADLINE, f"Upstream {self.name!r} did not answer before the deadline", can_retry=True
+                ) from None
+            except asyncio.CancelledError:
+                if context.deadline is not None and time.monotonic() >= context.deadline - DEADLINE_SLACK_S:
+                    self.breaker.failure()  # the deadline passed with no answer: a fault, as for every upstream
+                raise
+            except MCPError as exc:
+                await self._settle(exc, link)
+                raise self._request_failure(exc, exchange, link, "tools/call") from None
+            except (ValidationError, RuntimeError) as exc:  # a result the SDK could not read, or off its outputSchema
+                self.breaker.failure()
+                raise self.unavailable(f"its answer to tools/call is malformed: {exc}") from None
+        answer = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        self.breaker.success()
+        context.notes["mcp_result"] = answer  # the whole result, for a front that passes MCP on unchanged
+        if result.is_error:
+            raise GatewayError(codec.failure_of_result(self.name, binding.name, answer))
+        return codec.value_of(answer)
+
+    @staticmethod
+    async def _settle(exc: MCPError, link: Link) -> None:
+        """A stdio connection that closed: its process's exit status and last words belong in the error."""
+        if exc.code == codec.CONNECTION_CLOSED and link.process is not None:
+            await link.process.settle(SETTLE_S)
+
+    def _request_failure(self, exc: MCPError, exchange: Exchange, link: Link, method: str) -> GatewayError | _SendAgain:
+        """An MCPError as the caller's error; `_SendAgain` when the request provably never reached the server."""
+        if exchange.error is not None:
+            self.breaker.failure()
+            error = self.unavailable(exchange.error)
+            return error if exchange.sent else _SendAgain(error)
+        if exchange.too_large:
+            return GatewayError.of(
+                ErrorKind.UPSTREAM_UNAVAILABLE,
+                f"Upstream {self.name!r} answered more than {self.max_body} bytes (limits.max_upstream_response_bytes)",
+                details={"limit_bytes": self.max_body},
+            )
+        status = exchange.status
+        if status == 404 and exchange.session:
+            # The server no longer knows the session (it restarted, or expired it): it ran nothing.
+            link.dead.set()
+            return _SendAgain(self.unavailable("its MCP session ended (HTTP 404); a new one is made"))
+        if status == 404:
+            return self.unavailable(
+                f"its MCP endpoint answered HTTP 404 to {method}", developer_message="Check the backend's url"
+            )
+        if status is not None and status >= 400 and exc.message in SDK_STATUS_MESSAGES:
+            if status >= 500:
+                self.breaker.failure()
+            headers = {"retry-after": exchange.retry_after} if exchange.retry_after else {}
+            failure = failure_for_status(
+                self.name,
+                status,
+                f"{method} was {'refused' if status < 500 else 'not answered'}",
+                headers,
+                client_credentials=bool(exchange.authorization),
+            )
+            assert failure is not None
+            return GatewayError(failure)
+        if exc.code == codec.CONNECTION_CLOSED and (link.dead.is_set() or link.process is not None):
+            self.breaker.failure()
+            process = link.process
+            how = f" ({describe_exit(process.returncode)})" if process and process.returncode is not None else ""
+            return self.unavailable(
+                f"the connection ended during {method}{how}; the request is not sent again",
+                developer_message=(process.stderr_tail() or None) if process else None,
+            )
+        failure = codec.failure_of_error(self.name, exc.code, exc.message, exc.data)
+        if failure.kind in (ErrorKind.UPSTREAM_UNAVAILABLE, ErrorKind.DEADLINE):
+            self.breaker.failure()
+        return GatewayError(failure)
+
+    # ---- life ----
+
+    async def health(self) -> Health:
+        """Up, unless a dead stdio server may not be started again now; with the backend's breaker."""
+        link = self._link
+        if self.settings.transport == "stdio" and (link is None or not link.alive) and self._last_death:
+            wait = self._start_delay()
+            if wait is None or wait > 0:
+                note = "not restarted (restarts_per_minute: 0)" if wait is None else f"restarting in {wait:.1f} s"
+                return Health(state="down", detail=f"{self._last_death}; {note}", breaker=self.breaker.state)
+        return Health(breaker=self.breaker.state)
+
+    async def close(self) -> None:
+        self._closed = True
+        UPSTREAMS.remove(self)  # type: ignore[arg-type]
+        if self._revive is not None:
+            self._revive.cancel()
+            await asyncio.gather(self._revive, return_exceptions=True)
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    @property
+    def pid(self) -> int | None:
+        """The stdio server's process id while one runs (for operators and tests)."""
+        link = self._link
+        return link.process.pid if link is not None and link.process is not None and link.alive else None
+
+
+class _SendAgain(Exception):
+    """The request provably never reached the server (or it refused it unrun): it may be sent once more."""
+
+    def __init__(self, error: GatewayError) -> None:
+        super().__init__(error.failure.message)
+        self.error = error

@@ -1,0 +1,633 @@
+"""The MCP front: the catalog to MCP clients over Streamable HTTP, both protocol eras on one endpoint.
+
+The `mcp` SDK's low-level `Server` and its `StreamableHTTPSessionManager` speak the wire: the era is
+chosen per request from the `MCP-Protocol-Version` header (none or a handshake version: `initialize`,
+`Mcp-Session-Id`, SSE streams, `Last-Event-ID`; 2026-07-28: stateless, `server/discover`, header and
+`_meta` validation). This module gives the SDK the catalog (`tools/list`, paginated, filtered by the
+caller's permissions and the virtual server's globs) and the one dispatch core (`tools/call`).
+
+What lives here and not in the SDK: authentication (the gateway's API keys and JWTs, 401 with
+`WWW-Authenticate`), header values stripped of surrounding whitespace (uvicorn's httptools parser keeps
+it; the SDK then rejects `Mcp-Name:  tool `), a bounded event store that closes the SDK's replay-to-live
+gap, sessions recorded in the state store so another replica forwards a session's requests to its home
+(and answers 404 for one nobody holds), progress while a call runs, `notifications/tools/list_changed`
+when the catalog changes, and the search meta-tools.
+
+The SDK's session manager lives as long as the process (sessions outlive a configuration reload): one
+endpoint per path, kept beside the gateway's `FrontServices`; `routes()` only hands it new settings.
+Origin and Host are checked by the gateway's guard before any route (server.allowed_origins; a
+disallowed Origin gets 403).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import contextlib
+import contextvars
+import fnmatch
+import warnings
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import mcp_types as types
+import orjson
+import structlog
+from mcp.server import NotificationOptions, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.models import InitializationOptions
+from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, EventStore
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import Message, Receive, Scope, Send
+
+from adapters.mcp import codec
+from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.http import json_response
+from gateway.model import Call, CallContext, Principal, ToolSpec, principal_name
+
+if TYPE_CHECKING:
+    from adapters.mcp.front_settings import McpFrontSettings
+    from gateway.services import FrontServices
+
+FRONT: Final = "mcp"
+SERVER_NAME: Final = "toolplex"
+SESSION_HEADER: Final = "mcp-session-id"
+SESSION_KEY: Final = "session.mcp:"  # state store: session id -> {"home": replica id, "principal": name}
+SEARCH_TOOL: Final = "search_tools"
+CALL_TOOL: Final = "call_tool"
+# How long a resumed request stream waits for the rest of its request's events (see BoundedEventStore).
+RESUME_TAIL_S: Final = 60.0
+log = structlog.get_logger("toolplex.mcp")
+# The caller of the request being handled: set before the SDK sees the request, read by the schema
+# lookup the SDK calls before any handler (where no request context exists yet).
+_CALLER: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("mcp_caller", default=None)
+
+Ctx = ServerRequestContext[Any, Any]
+
+
+# ---- resumability ----
+
+
+class BoundedEventStore(EventStore):
+    """Every SSE event of the handshake era in order, the oldest dropped beyond `max_events`.
+
+    Resuming a request's stream replays what was stored after `Last-Event-ID`, then keeps
+    replaying what the request goes on to produce until its response is stored: the SDK
+    re-attaches the live stream only once replay returns, so an event stored in between would
+    otherwise never be sent. (The approach of tests/mcp/reference_server.py.)
+    """
+
+    def __init__(self, max_events: int) -> None:
+        self._events: collections.OrderedDict[int, tuple[str, types.JSONRPCMessage | None]] = collections.OrderedDict()
+        self.max_events = max_events
+        self._next = 0
+        self._stored = anyio.Event()
+
+    async def store_event(self, stream_id: str, message: types.JSONRPCMessage | None) -> str:
+        self._next += 1
+        self._events[self._next] = (stream_id, message)
+        while len(self._events) > self.max_events:
+            self._events.popitem(last=False)
+        self._stored.set()
+        self._stored = anyio.Event()
+        return str(self._next)
+
+    async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> str | None:
+        try:
+            after = int(last_event_id)
+        except ValueError:
+            return None
+        found = self._events.get(after)
+        if found is None:
+            return None
+        stream_id = found[0]
+        with anyio.move_on_after(RESUME_TAIL_S):
+            while True:
+                stored = self._stored
+                for event_id, (event_stream, message) in list(self._events.items()):
+                    if event_id <= after or event_stream != stream_id:
+                        continue
+                    after = event_id
+                    if message is None:
+                        continue  # a priming event: nothing to resend
+                    await send_callback(EventMessage(message, str(event_id)))
+                    if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                        return stream_id
+                if stream_id == GET_STREAM_KEY:
+                    return stream_id  # the standalone stream never ends: live delivery takes over
+                await stored.wait()
+        return stream_id
+
+
+# ---- names, listings, results ----
+
+
+def mcp_tool_name(spec: ToolSpec) -> str:
+    """The name MCP clients see: the flat name (`Toolkit_Name`, already within MCP's `[A-Za-z0-9_.-]{1,128}`),
+    with an MCP upstream's own spelling of the tool kept (`Ref_files.read` rather than `Ref_files___2e___read`)."""
+    binding = spec.binding
+    if isinstance(binding, codec.McpTool):
+        name = f"{spec.toolkit}_{binding.name}"
+        if len(name) <= 128 and all(c.isascii() and (c.isalnum() or c in "_.-") for c in name):
+            return name
+    return spec.flat_name
+
+
+def annotations_of(spec: ToolSpec) -> dict[str, Any]:
+    """MCP behaviour hints from the canonical model: an MCP upstream's own, else from `side_effects` and tags."""
+    binding = spec.binding
+    if isinstance(binding, codec.McpTool) and binding.annotations:
+        return {k: v for k, v in binding.annotations.items() if k != "title"}
+    read_only = not spec.side_effects
+    return {
+        "readOnlyHint": read_only,
+        "destructiveHint": not read_only and "non-destructive" not in spec.tags,
+        "idempotentHint": read_only or "idempotent" in spec.tags,
+    }
+
+
+def object_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An output schema MCP can list (its root must be an object), else None."""
+    return schema if isinstance(schema, dict) and schema.get("type") == "object" else None
+
+
+def tool_entry(spec: ToolSpec) -> types.Tool:
+    wire: dict[str, Any] = {
+        "name": mcp_tool_name(spec),
+        "description": spec.description,
+        "inputSchema": spec.input_schema,
+        "annotations": annotations_of(spec),
+    }
+    output = object_schema(spec.output_schema)
+    if output is not None:
+        wire["outputSchema"] = output
+    binding = spec.binding
+    if isinstance(binding, codec.McpTool) and binding.title:
+        wire["title"] = binding.title
+    return types.Tool.model_validate(wire, by_name=False)
+
+
+def call_result(spec: ToolSpec, value: Any) -> types.CallToolResult:
+    """A successful outcome as MCP: `structuredContent` (with its JSON as text) for an object value of a tool
+    that declares an object output schema or none; an MCP upstream's content blocks as they came."""
+    structured = isinstance(value, dict) and (
+        object_schema(spec.output_schema) is not None
+        or (spec.output_schema is None and not (set(value) == {"content"} and isinstance(value["content"], list)))
+    )
+    return types.CallToolResult.model_validate(codec.result_of(value, structured=structured), by_name=False)
+
+
+def error_result(failure: Failure, call_id: str | None) -> types.CallToolResult:
+    """A tool-level failure the model can read (and, for invalid arguments, correct): `isError: true`."""
+    text = failure.message  # an invalid-arguments message already names each bad parameter
+    if failure.additional_prompt_content:
+        text += "\n" + failure.additional_prompt_content
+    meta: dict[str, Any] = {"io.toolplex/kind": str(failure.kind), "io.toolplex/canRetry": failure.can_retry}
+    if call_id is not None:
+        meta["io.toolplex/callId"] = call_id
+    if failure.retry_after_ms is not None:
+        meta["io.toolplex/retryAfterMs"] = failure.retry_after_ms
+    authorization = failure.details.get("authorization")
+    if authorization:
+        meta["io.toolplex/authorization"] = authorization
+    return types.CallToolResult.model_validate(
+        {"content": [{"type": "text", "text": text}], "isError": True, "_meta": meta}, by_name=False
+    )
+
+
+def progress_token(ctx: Ctx) -> str | int | None:
+    """The request's `_meta.progressToken` (as parsed by the SDK, else as sent)."""
+    meta = ctx.meta or {}
+    token = meta.get("progressToken")
+    if token is None and isinstance(ctx.params, dict):
+        sent = ctx.params.get("_meta")
+        token = sent.get("progressToken") if isinstance(sent, dict) else None
+    return token if isinstance(token, str | int) else None
+
+
+def encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+
+
+def decode_cursor(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    try:
+        kind, _, number = base64.urlsafe_b64decode(cursor.encode()).decode().partition(":")
+        offset = int(number)
+    except (ValueError, UnicodeDecodeError):
+        offset = -1
+        kind = ""
+    if kind != "o" or offset < 0:
+        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor {cursor!r}: pass a nextCursor this server gave")
+    return offset
+
+
+SEARCH_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "minLength": 1, "description": "What the tool should do, in plain words"},
+        "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many tools to return"},
+    },
+    "required": ["query"],
+}
+CALL_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "description": "A tool name search_tools returned"},
+        "arguments": {"type": "object", "description": "The tool's arguments, as its inputSchema says"},
+    },
+    "required": ["name"],
+}
+
+
+def meta_tools() -> list[types.Tool]:
+    """The two tools a `search: true` front lists instead of the catalog."""
+    return [
+        types.Tool.model_validate(
+            {
+                "name": SEARCH_TOOL,
+                "description": "Find the tools for a task among every tool you may call; returns their names, "
+                "descriptions and input schemas. Then call one with call_tool.",
+                "inputSchema": SEARCH_SCHEMA,
+                "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True},
+            },
+            by_name=False,
+        ),
+        types.Tool.model_validate(
+            {
+                "name": CALL_TOOL,
+                "description": "Call a tool found with search_tools, by name, with its arguments.",
+                "inputSchema": CALL_SCHEMA,
+                "annotations": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
+            },
+            by_name=False,
+        ),
+    ]
+
+
+# ---- the endpoint ----
+
+
+class Endpoint:
+    """One MCP endpoint (the main path or a virtual server): a low-level `Server` and its session manager.
+
+    Kept across reloads (its sessions must survive them); `configure()` gives it each new configuration.
+    Tools are always read from the services at request time, so a reload shows at once.
+    """
+
+    def __init__(self, services: FrontServices, settings: McpFrontSettings, path: str) -> None:
+        self.services = services
+        self.path = path
+        self.settings = settings
+        self.include: tuple[str, ...] = ("*",)
+        self.exclude: tuple[str, ...] = ()
+        self.events = BoundedEventStore(settings.max_events)
+        # Live handshake-era sessions (by Mcp-Session-Id) for list_changed; bounded like the manager's sessions.
+        self.sessions: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self.server = self._build()
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server,
+            event_store=self.events,
+            retry_interval=settings.retry_ms,
+            session_idle_timeout=settings.session_idle_s,
+            max_sessions=settings.max_sessions,
+            security_settings=None,  # the gateway's guard checks Host and Origin before any route
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._ready: asyncio.Event | None = None
+        self._listed: int | None = None  # hash of the catalog as last listed, for list_changed
+
+    def configure(self, settings: McpFrontSettings, include: tuple[str, ...], exclude: tuple[str, ...]) -> None:
+        self.settings = settings
+        self.include, self.exclude = include, exclude
+        self.events.max_events = settings.max_events
+
+    # ---- the SDK's server ----
+
+    def _build(self) -> Server[Any]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server = _Server(
+                SERVER_NAME,
+                version=self.services.version,
+                title="Toolplex",
+                description="Every tool of the Toolplex catalog the caller may call",
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                get_tool_input_schema=self._input_schema,
+            )
+        server.add_notification_handler("notifications/initialized", types.NotificationParams, self._initialized)
+        return server
+
+    def _principal(self, ctx: Ctx) -> Principal | None:
+        """The caller of this request (authenticated again by the gateway, as every request)."""
+        headers = getattr(ctx.request, "headers", None)
+        try:
+            return self.services.authenticate(headers if headers is not None else {})
+        except GatewayError as exc:
+            raise MCPError(types.INVALID_REQUEST, exc.failure.message) from None
+
+    def _visible(self, spec: ToolSpec) -> bool:
+        """This endpoint's globs (a virtual server's include/exclude) on flat and qualified names."""
+        names = (spec.flat_name, spec.qualified_name, mcp_tool_name(spec))
+        included = any(fnmatch.fnmatchcase(n, g) for g in self.include for n in names)
+        return included and not any(fnmatch.fnmatchcase(n, g) for g in self.exclude for n in names)
+
+    def tools(self, principal: Principal | None) -> list[ToolSpec]:
+        return [spec for spec in self.services.tools(principal) if self._visible(spec)]
+
+    def find(self, name: str, principal: Principal | None) -> ToolSpec | None:
+        """The tool an MCP name stands for, if this caller may call it here (hidden tools are callable)."""
+        spec = self.services.callable_tool(name, principal)
+        if spec is None and "_" in name:
+            for candidate in self.services.tools(principal):
+                if mcp_tool_name(candidate) == name:
+                    spec = candidate
+                    break
+        return spec if spec is not None and self._visible(spec) else None
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        """A tool's input schema for the SDK's `Mcp-Param-*` header check on 2026-07-28 `tools/call`.
+
+        Without it the SDK runs the whole paginated `tools/list` before every call to find one schema.
+        Scoped to the caller (None: nothing to validate, and the call then answers "Unknown tool").
+        """
+        if self.settings.search:
+            return None  # the meta-tools declare no header parameters
+        spec = self.find(name, _CALLER.get())
+        return None if spec is None else spec.input_schema
+
+    async def _initialized(self, ctx: Ctx, params: types.NotificationParams) -> None:
+        self._remember(ctx)
+
+    def _remember(self, ctx: Ctx) -> None:
+        """Keep this session's handle for list_changed (the least recently seen dropped beyond the bound)."""
+        headers = getattr(ctx.request, "headers", None)
+        session_id = headers.get(SESSION_HEADER) if headers is not None else None
+        if session_id is None:
+            return
+        self.sessions.pop(session_id, None)
+        self.sessions[session_id] = ctx.session
+        while len(self.sessions) > self.settings.max_sessions:
+            self.sessions.popitem(last=False)
+
+    async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        principal = self._principal(ctx)
+        self._remember(ctx)
+        if self.settings.search:
+            return types.ListToolsResult(tools=meta_tools())
+        offset = decode_cursor(params.cursor if params is not None else None)
+        specs = self.tools(principal)
+        size = self.settings.page_size
+        page = specs[offset : offset + size]
+        more = offset + size < len(specs)
+        return types.ListToolsResult(
+            tools=[tool_entry(s) for s in page], next_cursor=encode_cursor(offset + size) if more else None
+        )
+
+    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        principal = self._principal(ctx)
+        self._remember(ctx)
+        arguments = dict(params.arguments or {})
+        if self.settings.search and params.name == SEARCH_TOOL:
+            return await self._search(principal, arguments)
+        if self.settings.search and params.name == CALL_TOOL:
+            name, inner = arguments.get("name"), arguments.get("arguments") or {}
+            if not isinstance(name, str) or not isinstance(inner, dict):
+                raise MCPError(types.INVALID_PARAMS, "call_tool takes name (a string) and arguments (an object)")
+            return await self._call(ctx, principal, name, inner)
+        return await self._call(ctx, principal, params.name, arguments)
+
+    async def _search(self, principal: Principal | None, arguments: dict[str, Any]) -> types.CallToolResult:
+        query, top_k = arguments.get("query"), arguments.get("top_k", self.settings.search_top_k)
+        if not isinstance(query, str) or not query.strip():
+            raise MCPError(types.INVALID_PARAMS, "search_tools needs a query (a non-empty string)")
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 50:
+            raise MCPError(types.INVALID_PARAMS, "search_tools' top_k is an integer from 1 to 50")
+        found = [s for s in await self.services.search(query, top_k * 2, principal) if self._visible(s)][:top_k]
+        listed = [tool_entry(s).model_dump(by_alias=True, mode="json", exclude_none=True) for s in found]
+        value = {"tools": listed}
+        return types.CallToolResult.model_validate(
+            {"content": [{"type": "text", "text": orjson.dumps(value).decode()}], "structuredContent": value},
+            by_name=False,
+        )
+
+    async def _call(
+        self, ctx: Ctx, principal: Principal | None, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        spec = self.find(name, principal)
+        if spec is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
+        headers = getattr(ctx.request, "headers", None)
+        context = CallContext(
+            front=FRONT,
+            principal=principal,
+            session_id=headers.get(SESSION_HEADER) if headers is not None else None,
+            trace_id=None if ctx.request_id is None else str(ctx.request_id),
+            client_authorization=headers.get("authorization") if headers is not None else None,
+        )
+        call = Call(tool=spec.flat_name, version=spec.version, arguments=arguments, context=context)
+        progress = progress_token(ctx)
+        outcome = await self._with_progress(ctx, progress, self.services.call(call))
+        if outcome.error is None:
+            return call_result(outcome.spec or spec, outcome.value)
+        failure = outcome.error
+        if failure.kind == ErrorKind.NOT_FOUND:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
+        if failure.kind in (ErrorKind.MALFORMED, ErrorKind.TOO_LARGE):
+            raise MCPError(types.INVALID_PARAMS, failure.message)
+        return error_result(failure, outcome.call_id)
+
+    async def _with_progress(self, ctx: Ctx, progress: str | int | None, work: Awaitable[Any]) -> Any:
+        """Await `work`; while it runs, a progress notification every `progress_interval_s` when asked for.
+
+        Cancelling this handler (the client's `notifications/cancelled`) cancels `work`: the dispatch ends.
+        """
+        if progress is None:
+            return await work
+        task = asyncio.ensure_future(work)
+        ticks = 0
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.settings.progress_interval_s)
+                if done:
+                    return task.result()
+                ticks += 1
+                await ctx.session.report_progress(
+                    ticks, None, f"Running ({ticks * self.settings.progress_interval_s:g} s)"
+                )
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    # ---- list_changed ----
+
+    def _catalog_hash(self) -> int:
+        return hash(tuple((mcp_tool_name(s), s.version, s.description) for s in self.tools(None)))
+
+    async def _watch_catalog(self) -> None:
+        """Tell every open session when the tools this endpoint serves changed (reload or rediscovery)."""
+        self._listed = self._catalog_hash()
+        while True:
+            await asyncio.sleep(self.settings.list_changed_poll_s)
+            current = self._catalog_hash()
+            if current == self._listed:
+                continue
+            self._listed = current
+            live = set(self.manager._server_instances)  # the SDK offers no other view of them
+            for session_id, session in list(self.sessions.items()):
+                if session_id not in live:
+                    self.sessions.pop(session_id, None)
+                    continue
+                try:
+                    await session.send_notification(types.ToolListChangedNotification())
+                except Exception as exc:  # a session that just ended: nothing to tell
+                    log.info("list_changed_not_sent", session=session_id[:12], error=type(exc).__name__)
+            log.info("tools_list_changed", path=self.path, sessions=len(self.sessions))
+
+    # ---- HTTP ----
+
+    async def _ensure_started(self) -> None:
+        """Run the session manager (its task group lives as long as the process) on first use."""
+        if self._ready is None:
+            self._ready = asyncio.Event()
+            ready = self._ready
+
+            async def run() -> None:
+                async with self.manager.run():
+                    ready.set()
+                    await self._watch_catalog()
+
+            self._task = asyncio.get_running_loop().create_task(run(), name=f"mcp-sessions{self.path}")
+        await self._ready.wait()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # RFC 9110 section 5.5: a field value's surrounding whitespace is not part of it (httptools keeps it).
+        scope = dict(scope)
+        scope["headers"] = [(k, v.strip(b" \t")) for k, v in scope["headers"]]
+        headers = Headers(scope=scope)
+        try:
+            principal = self.services.authenticate(headers)
+        except GatewayError as exc:
+            body = {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": types.INVALID_REQUEST, "message": exc.failure.message},
+            }
+            await json_response(body, status=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        await self._ensure_started()
+        _CALLER.set(principal)  # this request's task only: read by _input_schema
+        session_id = headers.get(SESSION_HEADER)
+        if session_id is not None:
+            refusal = await self._session_route(scope, receive, session_id, principal)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.manager.handle_request(scope, receive, self._recording(send, session_id, principal, scope))
+
+    async def _session_route(
+        self, scope: Scope, receive: Receive, session_id: str, principal: Principal | None
+    ) -> Response | None:
+        """None to serve the request here; else the answer: the home replica's, or 404 for a session nobody has."""
+        store = self.services.store
+        record = await store.get(SESSION_KEY + session_id)
+        if not isinstance(record, dict) or record.get("principal") != principal_name(principal):
+            return _not_found()
+        home = record.get("home")
+        request = Request(scope, receive)
+        if self.services.replicas.is_self(home) or self.services.forwarder.forwarded(request):
+            if session_id not in self.manager._server_instances:
+                await store.delete(SESSION_KEY + session_id)
+                return _not_found()
+            await store.touch(SESSION_KEY + session_id, self.settings.session_idle_s)
+            return None
+        url = await self.services.forwarder.owner_url(home)
+        if url is None:  # the home replica is gone, and its sessions with it
+            await store.delete(SESSION_KEY + session_id)
+            return _not_found()
+        try:
+            return await self.services.forwarder.forward(request, url)
+        except GatewayError as exc:
+            body = {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": types.INTERNAL_ERROR, "message": exc.failure.message},
+            }
+            return json_response(body, status=503)
+
+    def _recording(
+        self, send: Send, session_id: str | None, principal: Principal | None, scope: Scope
+    ) -> Callable[[Message], Awaitable[None]]:
+        """`send`, recording a session the answer opens (its home: this replica) and forgetting one DELETEd."""
+        store, idle = self.services.store, self.settings.session_idle_s
+        home = self.services.replicas.id
+
+        async def recording(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if session_id is None and status < 400:
+                    opened = Headers(raw=message.get("headers", [])).get(SESSION_HEADER)
+                    if opened is not None:
+                        record = {"home": home, "principal": principal_name(principal)}
+                        await store.set(SESSION_KEY + opened, record, idle)
+                elif session_id is not None and scope["method"] == "DELETE" and status < 400:
+                    await store.delete(SESSION_KEY + session_id)
+                    self.sessions.pop(session_id, None)
+            await send(message)
+
+        return recording
+
+
+def _not_found() -> Response:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": "Session not found"}}
+    return json_response(body, status=404)
+
+
+class _Server(Server[Any]):
+    """The low-level server, announcing `tools.listChanged` in the handshake era (it does send it)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        options = notification_options or NotificationOptions(tools_changed=True)
+        return super().create_initialization_options(options, experimental_capabilities, extensions or {})
+
+
+# One set of endpoints per gateway (its FrontServices), by path: they outlive reloads.
+_ENDPOINTS: weakref.WeakKeyDictionary[FrontServices, dict[str, Endpoint]] = weakref.WeakKeyDictionary()
+
+
+def endpoint(services: FrontServices, settings: McpFrontSettings, path: str) -> Endpoint:
+    found = _ENDPOINTS.setdefault(services, {})
+    current = found.get(path)
+    if current is None:
+        current = found[path] = Endpoint(services, settings, path)
+    return current
+
+
+def routes(services: FrontServices, settings: McpFrontSettings) -> list[BaseRoute]:
+    """The MCP endpoint and one per virtual server (`gateway.plugins.FrontPlugin`)."""
+    main = endpoint(services, settings, settings.path)
+    main.configure(settings, ("*",), ())
+    served: list[BaseRoute] = [Route(settings.path, main, methods=["GET", "POST", "DELETE"])]
+    for name, virtual in settings.servers.items():
+        path = f"{settings.path}/{name}"
+        one = endpoint(services, settings, path)
+        one.configure(settings, tuple(virtual.include), tuple(virtual.exclude))
+        served.append(Route(path, one, methods=["GET", "POST", "DELETE"]))
+    return served

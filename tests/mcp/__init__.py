@@ -1,0 +1,1 @@
+"""MCP tests: a reference server built on the `mcp` SDK and the official conformance suite's harness."""
