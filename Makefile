@@ -57,7 +57,13 @@ install:
 	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j2) install-packages
 install-packages: $(VENV)/.installed $(TS)/node_modules/.installed
 	@:
-install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed .venv-arcade/.installed $(VENV)/.redis-installed
+# The MCP conformance suite and its Node 22 (into .tools/): make test grades one scenario per era with it.
+.tools/.conformance-installed: tests/mcp/install_conformance.sh
+	tests/mcp/install_conformance.sh
+	touch $@
+
+install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed .venv-arcade/.installed $(VENV)/.redis-installed \
+	.tools/.conformance-installed
 
 run: install
 	$(BIN)/toolplex serve --config $(CONFIG) --host $(HOST) --port $(PORT)
@@ -92,7 +98,6 @@ schema: $(VENV)/.installed
 # backend exist. Results (checks.json per scenario) land in .tools/conformance/<target>/<version>/.
 CONFORMANCE_TARGETS ?= reference
 conformance: install-test
-	tests/mcp/install_conformance.sh
 	$(BIN)/python -m tests.mcp.conformance $(addprefix --target ,$(CONFORMANCE_TARGETS)) --out .tools/conformance
 
 # The compose stack's file as docker compose reads it (no engine needed); where compose is missing, say so.

@@ -287,7 +287,7 @@ def test_make_installs_the_node_side_on_a_fresh_clone(tmp_path: Path) -> None:
         shutil.copy(ROOT / name, clone / name)
     for name in ("package.json", "package-lock.json"):
         shutil.copy(ROOT / "adapters" / "typescript" / name, clone / "adapters" / "typescript" / name)
-    for script in ("upstreams/install_arcade.sh", "state/install_redis.sh"):  # make test also prepares these
+    for script in ("upstreams/install_arcade.sh", "state/install_redis.sh", "mcp/install_conformance.sh"):
         (clone / "tests" / script).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "tests" / script, clone / "tests" / script)
     for target in ("test", "run"):
