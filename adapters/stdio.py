@@ -46,6 +46,23 @@ class RemoteError(Exception):
         self.data = data
 
 
+async def log_stderr(stream: asyncio.StreamReader, tail: deque[str], event: str, **fields: Any) -> None:
+    """Log a child's stderr a line at a time (keeping the last ones in `tail`) until it closes.
+
+    An over-long line is skipped; the next ones are still logged.
+    """
+    while True:
+        try:
+            line = await stream.readline()
+        except (ValueError, asyncio.LimitOverrunError):
+            continue
+        if not line:
+            return
+        text = line.decode(errors="replace").rstrip()
+        tail.append(text)
+        log.info(event, line=text, **fields)
+
+
 def describe_exit(returncode: int | None) -> str:
     """`exit status 3` / `signal SIGXCPU`: how a process ended, for people."""
     if returncode is None:
@@ -192,18 +209,8 @@ class StdioPeer:
             future.set_result(message.get("result"))
 
     async def _read_stderr(self) -> None:
-        stderr = self.process.stderr
-        assert stderr is not None
-        while True:
-            try:
-                line = await stderr.readline()
-            except (ValueError, asyncio.LimitOverrunError):
-                continue
-            if not line:
-                return
-            text = line.decode(errors="replace").rstrip()
-            self._stderr.append(text)
-            log.info("peer_stderr", peer=self.label, pid=self.pid, line=text)
+        assert self.process.stderr is not None
+        await log_stderr(self.process.stderr, self._stderr, "peer_stderr", peer=self.label, pid=self.pid)
 
     async def kill(self, note: str | None = None) -> None:
         """SIGKILL the child and reap it: when this returns the process is gone.

@@ -29,7 +29,7 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -37,6 +37,7 @@ from urllib.parse import quote
 import orjson
 import structlog
 
+from gateway.background import BackgroundTasks
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import Call, Outcome, principal_name
 from gateway.replicas import Replicas
@@ -135,7 +136,7 @@ class IdempotentRuns:
         self._policy: IdempotencyPolicy | None = None
         # Bounds come from configure(); the index itself survives reconfiguring (reloads).
         self.retained = Retained(max_bytes=0, max_entries=0, retention=0.0)
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks()
 
     def configure(
         self,
@@ -242,7 +243,7 @@ class IdempotentRuns:
         except GatewayError:
             await self.store.delete(key)
             raise
-        run.task.add_done_callback(lambda _task: self._spawn(self._settle(key, token, run)))
+        run.task.add_done_callback(lambda _task: self._background.spawn(self._settle(key, token, run)))
         return run
 
     async def _collect(
@@ -300,15 +301,6 @@ class IdempotentRuns:
         record = await self.store.get(key)
         if record is not None and record.get("token") == token and record.get("status") == "done":
             await self.store.delete(key)
-
-    def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
-        try:
-            task = asyncio.get_running_loop().create_task(job)
-        except RuntimeError:  # the loop is shutting down
-            job.close()
-            return
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     def __repr__(self) -> str:
         return f"IdempotentRuns(namespace={self.namespace!r}, retained={len(self.retained)})"

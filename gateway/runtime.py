@@ -25,6 +25,7 @@ import structlog
 from gateway.auth import Authenticator, build_authenticator
 from gateway.authorization import apply_providers
 from gateway.backends import Backend, BackendContext
+from gateway.background import BackgroundTasks
 from gateway.cache import ResultCache
 from gateway.catalog import Catalog
 from gateway.config import GatewayConfig
@@ -259,7 +260,7 @@ class Gateway:
         self._reload_lock = asyncio.Lock()
         self._retiring: dict[asyncio.Task[None], dict[str, Backend]] = {}  # task -> the backends it waits to close
         self._rediscovering: dict[str, bool] = {}  # backend -> another run wanted after the current one
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks()
         generation = self._generation(config, {})
         self.snapshot = self._snapshot(generation, Catalog([]))
 
@@ -467,8 +468,7 @@ class Gateway:
 
     async def close(self) -> None:
         self.ready = False
-        for task in list(self._background):
-            task.cancel()
+        self._background.cancel_all()
         if self.discovery is not None:
             await self.discovery.stop()
         await self.runs.close()
@@ -506,13 +506,8 @@ class Gateway:
             finally:
                 self._rediscovering.pop(name, None)
 
-        try:
-            task = asyncio.get_running_loop().create_task(run(), name=f"rediscover-{name}")
-        except RuntimeError:  # no loop: the gateway is not running
+        if self._background.spawn(run(), name=f"rediscover-{name}") is None:  # no loop: the gateway is not running
             self._rediscovering.pop(name, None)
-            return
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     async def store_state(self) -> dict[str, Any]:
         """The state store as readiness shows it: its kind, and whether it answers (a shared one may not)."""

@@ -28,6 +28,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 from pydantic import ValidationError
 
+from adapters.stdio import log_stderr
+
 log = structlog.get_logger("toolplex.mcp")
 
 # What every process needs from the gateway's environment; nothing else is passed on unless `env:` says so.
@@ -91,18 +93,8 @@ class ServerProcess:
         return "\n".join(self._stderr)
 
     async def _read_stderr(self) -> None:
-        stderr = self.process.stderr
-        assert stderr is not None
-        while True:
-            try:
-                line = await stderr.readline()
-            except (ValueError, asyncio.LimitOverrunError):
-                continue  # an over-long line: skipped, the next ones still logged
-            if not line:
-                return
-            text = line.decode(errors="replace").rstrip()
-            self._stderr.append(text)
-            log.info("mcp_server_stderr", backend=self.label, pid=self.pid, line=text)
+        assert self.process.stderr is not None
+        await log_stderr(self.process.stderr, self._stderr, "mcp_server_stderr", backend=self.label, pid=self.pid)
 
     async def settle(self, seconds: float) -> None:
         """Wait (at most `seconds`) for an ending process's exit status and last stderr lines: its stdout

@@ -23,7 +23,7 @@ import contextlib
 import re
 import secrets
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import structlog
@@ -34,6 +34,7 @@ from starlette.routing import BaseRoute, Route
 from adapters.toolserver import codec, shapes, workspace
 from adapters.toolserver.settings import ToolServerFrontSettings
 from gateway.backends import Backend, EnvDescriptions, Feature, SessionBackend, WorkspaceBackend
+from gateway.background import BackgroundTasks
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
 from gateway.http import (
     browser_form_content_type,
@@ -70,7 +71,7 @@ SPOOL_CHUNK = 256 * 1024
 log = structlog.get_logger("toolplex.toolserver")
 
 Handler = Callable[[Request, "_Caller"], Awaitable[Response]]
-_BACKGROUND: set[asyncio.Task[None]] = set()  # settling results of runs that finished after their 450
+_BACKGROUND = BackgroundTasks()  # settling results of runs that finished after their 450
 
 
 class _Answer(Exception):
@@ -369,7 +370,7 @@ class ToolServerFront:
             await self.services.store.set(key, record, self.retention)
             if caller.session_id is not None:
                 await self.sessions.own(caller.session_id, key)
-            run.task.add_done_callback(lambda _task: self._spawn(self._settle(key, record, handle, run)))
+            run.task.add_done_callback(lambda _task: _BACKGROUND.spawn(self._settle(key, record, handle, run)))
             return self._retry(handle)
         self.services.runs.forget(handle)
         return self._render(outcome, name, wanted.arguments)
@@ -433,15 +434,6 @@ class ToolServerFront:
                 await self.services.store.set(key, settled, self.retention)
         except Exception:
             log.exception("result_not_kept", tool=record.get("tool"))
-
-    def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
-        try:
-            task = asyncio.get_running_loop().create_task(job)
-        except RuntimeError:  # the loop is shutting down
-            job.close()
-            return
-        _BACKGROUND.add(task)
-        task.add_done_callback(_BACKGROUND.discard)
 
     async def _drop_handle(self, key: str, caller: _Caller) -> None:
         await self.services.store.delete(key)
