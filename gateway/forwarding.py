@@ -22,6 +22,7 @@ from starlette.responses import Response, StreamingResponse
 from gateway.aiohttp_transport import AiohttpTransport
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.replicas import Replicas
+from gateway.upstream import CookielessClient
 
 HOP_HEADER = "x-toolplex-forwarded-by"
 CONNECT_TIMEOUT_S = 2.0
@@ -54,7 +55,7 @@ class Forwarder:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(
+            self._client = CookielessClient(  # one client for every caller: it keeps no cookies
                 transport=AiohttpTransport(max_connections=MAX_CONNECTIONS, keepalive_expiry=5.0),
                 timeout=httpx.Timeout(self.timeout_s, connect=CONNECT_TIMEOUT_S),
             )

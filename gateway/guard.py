@@ -11,6 +11,12 @@ Two attacks, two checks, before any route runs:
 - Cross-site requests: every browser sends `Origin` on a cross-site POST. A
   request whose `Origin` is present and not in `server.allowed_origins` (default:
   none) gets 403. Agents and SDKs send no `Origin`, so they are unaffected.
+  The gateway's own origin is the exception: when the `Host` check passed against
+  a list (the loopback default or `server.allowed_hosts`), an `Origin` of exactly
+  `http://<Host>` or `https://<Host>` (the header's value, port included) is a
+  page served from the gateway's own address, and is accepted. With no list (any
+  host, or `*`) nothing vouches for the Host, so that exception does not apply:
+  a rebound page sends `Host: evil.example` with `Origin: http://evil.example`.
 
 A plain ASGI middleware, so it also covers routes that read the body as a stream.
 """
@@ -26,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 ANY = "*"
+OWN_SCHEMES = ("http", "https")  # an Origin with either scheme and the Host is the gateway's own
 
 
 def is_loopback(host: str) -> bool:
@@ -134,9 +141,18 @@ class HostOriginGuard:
             name, port = split_host(host)
             if not any(rule.matches(name, port) for rule in self.hosts):
                 return 421, f"Host {_shown(host)!r} is not served here; add it to server.allowed_hosts to allow it"
-        if origin is not None and not self.any_origin and _origin(origin) not in self.origins:
+        if origin is not None and not self.any_origin and not self._origin_allowed(_origin(origin), host):
             return 403, f"Origin {_shown(origin)!r} may not call this gateway; add it to server.allowed_origins"
         return None
+
+    def _origin_allowed(self, origin: str, host: str | None) -> bool:
+        """Listed, or the gateway's own origin: `http(s)://<Host>` once the Host check passed against a list."""
+        if origin in self.origins:
+            return True
+        if host is None or self.hosts is None:  # no list vouched for this Host: it may be a rebound name
+            return False
+        scheme, sep, authority = origin.partition("://")
+        return bool(sep) and scheme in OWN_SCHEMES and authority == host.strip().lower()
 
 
 def _origin(value: str) -> str:

@@ -127,6 +127,9 @@ class CallContext:
     deadline: float | None = None
     # Set by a streaming front (OpenTool /streamCall): a backend that can stream sends each partial value here.
     stream: Callable[[Any], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
+    # The caller's side of a front that can talk back while a call runs (notifications, questions to the
+    # client); a backend of the same protocol as the front relays what its upstream says there.
+    peer: Any = field(default=None, repr=False, compare=False)
     # What backends report about the run itself (e.g. {"abandoned": "thread"}); ends up in failure details.
     notes: dict[str, Any] = field(default_factory=dict)
 

@@ -49,6 +49,7 @@ class FrontServices:
         # Encoded listings of the current snapshot (see `listing`), bounded in entries and bytes.
         self._listings: BoundedCache[bytes] = BoundedCache(LISTING_ENTRIES, LISTING_BYTES)
         self._listed_for: weakref.ref[Any] | None = None
+        self._derived: dict[Hashable, tuple[weakref.ref[Any], Any]] = {}
         self._building: GatewayConfig | None = None  # the configuration whose fronts are being built
 
     @contextlib.contextmanager
@@ -121,6 +122,20 @@ class FrontServices:
             len,
         )
         return orjson.Fragment(encoded)
+
+    def derived(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """A value a front derives from the whole catalog (a name index), built once per snapshot.
+
+        Kept with the snapshot itself, so a reload or rediscovery gives a new one and the old one goes
+        with its snapshot (at most one value per key per snapshot; fronts use a handful of keys).
+        """
+        snapshot = self._gateway.snapshot
+        held = self._derived.get(key)
+        if held is not None and held[0]() is snapshot:
+            return held[1]
+        value = build()
+        self._derived[key] = (weakref.ref(snapshot), value)
+        return value
 
     def resolve(self, tool: str, version: str | None = None) -> ToolSpec:
         """A tool by flat or qualified name and version (x.y.z, x, or None for the latest); NOT_FOUND otherwise."""

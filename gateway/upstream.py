@@ -9,6 +9,10 @@ transport errors, timeouts (the call's deadline passing included) and 5xx
 answers here; answers malformed for a protocol where the adapter finds them
 (`json_of`, `Upstream.protocol_fault`). A 2xx or 4xx answer is never a fault
 because of its content type: downloads are answers.
+
+Every upstream client keeps no cookies (`CookielessClient`): one pooled client serves every
+caller, so a `Set-Cookie` one caller's request earned must not ride on the next caller's. A
+request that carries its own `Cookie` header (a per-session one) sends it unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from http.cookiejar import Cookie, CookieJar
 from typing import Any
 
 import httpx
@@ -38,6 +43,8 @@ from gateway.settings import BreakerSettings, UpstreamBackendSettings, UpstreamT
 __all__ = [
     "UPSTREAMS",
     "CircuitBreaker",
+    "CookielessClient",
+    "NoCookies",
     "Upstream",
     "UpstreamSettings",
     "failure_for_status",
@@ -115,6 +122,49 @@ class Verdict:
 _LAST_VERDICT: ContextVar[Verdict | None] = ContextVar("toolplex_upstream_verdict", default=None)
 
 
+class _EmptyJar(CookieJar):
+    """A cookie jar nothing enters (not an answer's cookie, not one set by hand), so it is always empty."""
+
+    def set_cookie(self, cookie: Cookie) -> None:
+        """Keep nothing."""
+
+
+class NoCookies(httpx.Cookies):
+    """A cookie store that keeps, and so sends, nothing.
+
+    httpx hands every answer to `extract_cookies`; doing nothing there is the cheapest refusal
+    (a refusing cookie policy would still parse each answer's headers). The jar stays empty
+    whatever is set by hand, so httpx never adds a `Cookie` header of its own.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(_EmptyJar())
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        """Keep nothing from the answer's `Set-Cookie`: it belongs to the caller whose request earned it."""
+
+
+class CookielessClient(httpx.AsyncClient):
+    """An `httpx.AsyncClient` shared by many callers, so it keeps no cookies: its store is `NoCookies`
+    for good (assigning an empty store changes nothing; assigning cookies is refused). A request's
+    own `Cookie` header is sent as it is."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        if kwargs.get("cookies"):
+            raise ValueError("a CookielessClient keeps no cookies; send a Cookie header per request")
+        super().__init__(**kwargs)
+        self._cookies = NoCookies()
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._cookies
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        if httpx.Cookies(cookies):
+            raise ValueError("a CookielessClient keeps no cookies; send a Cookie header per request")
+
+
 class UpstreamRegistry:
     """Every open `Upstream` by backend name: how the core shows breaker states (/readyz, /metrics)
     without knowing in which attribute each backend keeps its clients. Weak references only;
@@ -160,7 +210,8 @@ class Upstream:
                 max_connections=settings.max_connections,
                 keepalive_expiry=httpx.Limits().keepalive_expiry,  # httpx's default: idle connections close after 5 s
             )
-        self.client = httpx.AsyncClient(  # closing it closes the transport (httpx's aclose)
+        # One client for every caller: it keeps no cookies (one caller's upstream session is not the next one's).
+        self.client: httpx.AsyncClient = CookielessClient(  # closing it closes the transport (httpx's aclose)
             base_url=settings.url,
             timeout=httpx.Timeout(
                 settings.total_timeout_s, connect=settings.connect_timeout_s, read=settings.read_timeout_s

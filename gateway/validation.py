@@ -12,6 +12,8 @@ from threading import Lock
 from typing import Any
 
 import jsonschema_rs
+import referencing
+import referencing.exceptions
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
@@ -57,6 +59,19 @@ def _json_only(value: Any) -> bool:
     return True
 
 
+def _never_fetch(uri: str) -> Any:
+    """A schema's `$ref` to a URI outside the schema is never fetched: the schema comes from an upstream,
+    and fetching would let it make the gateway request any address (its internal ones included)."""
+    raise referencing.exceptions.NoSuchResource(ref=uri)
+
+
+_LOCAL_ONLY = referencing.Registry(retrieve=_never_fetch)  # type: ignore[call-arg]
+
+
+def _refuse_rs(uri: str) -> Any:
+    raise ValueError(f"{uri}: the gateway does not fetch schemas")
+
+
 class SchemaValidator:
     """One input schema compiled twice: jsonschema-rs answers "valid?" in well under a
     microsecond; only an invalid call pays for jsonschema's detailed errors, which phrase the
@@ -66,11 +81,11 @@ class SchemaValidator:
     def __init__(self, schema: dict[str, Any]) -> None:
         Draft202012Validator.check_schema(schema)
         self.schema = schema
-        self.detailed = Draft202012Validator(schema)
+        self.detailed = Draft202012Validator(schema, registry=_LOCAL_ONLY)
         self.fast: Any | None = None
         if not _CLASS_ESCAPE.search(json.dumps(schema)):  # see _CLASS_ESCAPE
             try:  # formats are annotations, as in jsonschema without a format checker
-                self.fast = jsonschema_rs.Draft202012Validator(schema, validate_formats=False)
+                self.fast = jsonschema_rs.Draft202012Validator(schema, validate_formats=False, retriever=_refuse_rs)
             except Exception:  # any refusal means: use the detailed validator alone
                 self.fast = None
 
@@ -82,7 +97,10 @@ class SchemaValidator:
                     return {}
             except Exception:  # a value jsonschema-rs cannot convert: let jsonschema judge
                 pass
-        return parameter_errors(self.detailed, arguments)
+        try:
+            return parameter_errors(self.detailed, arguments)
+        except referencing.exceptions.Unresolvable as exc:
+            return {"(arguments)": f"The tool's input schema refers to {exc.ref!r}, which the gateway does not fetch"}
 
 
 class ValidatorCache:

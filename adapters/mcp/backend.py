@@ -24,22 +24,24 @@ import contextlib
 import logging
 import random
 import time
+import warnings
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import structlog
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import SubscriptionLost, ToolsListChanged
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import Implementation, PaginatedRequestParams, ToolListChangedNotification
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from adapters.mcp import codec
+from adapters.mcp import codec, relay
 from adapters.mcp.http import EXCHANGE, Exchange, http_client
 from adapters.mcp.settings import McpBackendSettings
 from adapters.mcp.stdio import ServerProcess, child_env, connect
@@ -54,6 +56,12 @@ from gateway.upstream import UPSTREAMS, Credentials, failure_for_status
 
 log = structlog.get_logger("toolplex.mcp")
 
+# What a server says of its resources and prompts, relayed to the MCP front's sessions (`McpBackend.announce`).
+NOTICES = (
+    types.ResourceUpdatedNotification,
+    types.ResourceListChangedNotification,
+    types.PromptListChangedNotification,
+)
 MODES = {"auto": "auto", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
 # The SDK's stand-ins for an HTTP error answer without a JSON-RPC body: the status (in the Exchange) says more.
 SDK_STATUS_MESSAGES = frozenset({"Server returned an error response", "Not Found", "Session terminated"})
@@ -149,9 +157,16 @@ class Link:
                 cache=None,  # every discovery asks the server: a cached listing would hide changes
                 message_handler=self._on_message,
                 client_info=_client_info(),
+                # Each question or log line is relayed to the MCP caller of the request it belongs to.
+                logging_callback=relay.on_log,
+                sampling_callback=relay.on_sampling,
+                elicitation_callback=relay.on_elicitation,
+                list_roots_callback=relay.on_roots,
             ) as client:
                 self.client = client
                 self.protocol_version = client.protocol_version
+                if self.era == "modern":
+                    relay.stamp_caller_capabilities(client.session)
                 EXCHANGE.set(None)  # what this task starts from now on is the connection's own traffic
                 ready.set_result(None)
                 backend.connected(self, client)
@@ -179,6 +194,8 @@ class Link:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, ToolListChangedNotification):
             self.backend.tools_listing_changed(self)
+        elif isinstance(message, NOTICES):
+            await self.backend.announce(message)
         elif isinstance(message, Exception):
             log.debug("mcp_transport_error", backend=self.backend.name, error=repr(message))
 
@@ -253,6 +270,7 @@ class McpBackend(BaseBackend):
         self._next_start = 0.0  # monotonic time before which no new process is started
         self._last_death: str | None = None
         self._revive: asyncio.Task[None] | None = None
+        self._listeners: dict[int, Callable[[Any], Awaitable[None]]] = {}
         if settings.transport == "stdio":
             register_secrets(settings.env.values())  # the server's credentials: never in a log line
         _quiet_sdk_loggers()
@@ -571,11 +589,12 @@ class McpBackend(BaseBackend):
     async def _call_once(self, binding: codec.McpTool, arguments: dict[str, Any], context: CallContext) -> Any:
         link = await self._ensure_link(context.deadline)
         assert link.client is not None
-        async with self._exchange(context) as exchange:
+        caller = relay.caller_of(context.peer)
+        async with self._exchange(context) as exchange, _calling(caller):
             try:
                 remaining = context.remaining()
                 async with asyncio.timeout(remaining):
-                    result = await link.client.call_tool(binding.name, arguments, read_timeout_seconds=remaining)
+                    result = await self._send_call(link, binding.name, arguments, remaining, caller)
             except TimeoutError:
                 self.breaker.failure()
                 raise GatewayError.of(
@@ -587,6 +606,8 @@ class McpBackend(BaseBackend):
                 raise
             except MCPError as exc:
                 await self._settle(exc, link)
+                if caller is not None and _answered(exc, exchange):  # the MCP caller gets the server's own error
+                    context.notes["mcp_error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
                 raise self._request_failure(exc, exchange, link, "tools/call") from None
             except (ValidationError, RuntimeError) as exc:  # a result the SDK could not read, or off its outputSchema
                 self.breaker.failure()
@@ -594,9 +615,91 @@ class McpBackend(BaseBackend):
         answer = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         self.breaker.success()
         context.notes["mcp_result"] = answer  # the whole result, for a front that passes MCP on unchanged
+        if isinstance(result, types.InputRequiredResult):
+            return answer  # the caller answers the questions and sends the call again (its front knows)
         if result.is_error:
             raise GatewayError(codec.failure_of_result(self.name, binding.name, answer))
         return codec.value_of(answer)
+
+    @staticmethod
+    async def _send_call(
+        link: Link, name: str, arguments: dict[str, Any], remaining: float | None, caller: relay.Caller | None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """One tools/call. For an MCP caller: its progress, log level and, on 2026-07-28, its answers to
+        an `InputRequiredResult`; a 2026-07-28 caller gets such a result back to answer itself, any
+        other caller is asked each question in turn by the SDK's input loop (through `relay`)."""
+        assert link.client is not None
+        if caller is None:
+            return await link.client.call_tool(name, arguments, read_timeout_seconds=remaining)
+        progress, meta = relay.relay_progress(caller), relay.request_meta(caller)
+        if caller.modern and link.era == "modern":
+            result = await link.client.session.call_tool(
+                name,
+                arguments,
+                read_timeout_seconds=remaining,
+                progress_callback=progress,
+                input_responses=caller.input_responses,  # type: ignore[arg-type]  # relayed as the caller sent them
+                request_state=caller.request_state,
+                meta=meta,  # type: ignore[arg-type]
+                allow_input_required=True,
+            )
+            if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
+                raise RuntimeError(f"an answer of an extension this gateway does not relay ({type(result).__name__})")
+            return result
+        return await link.client.call_tool(
+            name,
+            arguments,
+            read_timeout_seconds=remaining,
+            progress_callback=progress,
+            meta=meta,  # type: ignore[arg-type]
+        )
+
+    # ---- resources, prompts, completions: relayed as they are ----
+
+    async def relay(self, method: str, params: dict[str, Any], caller: relay.Caller | None) -> dict[str, Any]:
+        """One request of the MCP front's pass-through (`resources/*`, `prompts/*`, `completion/complete`)
+        sent to this server, its result as the server gave it (JSON, by alias).
+
+        The server's own JSON-RPC error is raised as it came (`MCPError`); a transport failure or an
+        HTTP error status as the `GatewayError` a tool call would meet. Never sent twice.
+        """
+        remaining = self.settings.timeouts_s.read
+        link = await self._ensure_link(time.monotonic() + remaining)
+        assert link.client is not None
+        async with self._exchange(None) as exchange, _calling(caller):
+            try:
+                async with asyncio.timeout(remaining):
+                    result = await _relayed(link, method, params, caller)
+            except TimeoutError:
+                raise GatewayError.of(
+                    ErrorKind.DEADLINE, f"Upstream {self.name!r} did not answer {method} within {remaining:g} s"
+                ) from None
+            except MCPError as exc:
+                await self._settle(exc, link)
+                if _answered(exc, exchange):
+                    raise  # the server's own answer: relayed as it is
+                failure = self._request_failure(exc, exchange, link, method)
+                raise (failure.error if isinstance(failure, _SendAgain) else failure) from None
+            except (ValidationError, RuntimeError) as exc:
+                raise self.unavailable(f"its answer to {method} is malformed: {exc}") from None
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    @property
+    def era(self) -> str | None:
+        """The protocol era of the live connection ("modern" or "legacy"), None while there is none."""
+        link = self._link
+        return link.era if link is not None and link.alive else None
+
+    def listen(self, listener: Callable[[Any], Awaitable[None]]) -> None:
+        """Have `listener` hear what the server says of its resources and prompts (`NOTICES`)."""
+        self._listeners[id(listener)] = listener
+
+    async def announce(self, notice: Any) -> None:
+        for listener in list(self._listeners.values()):
+            try:
+                await listener(notice)
+            except Exception as exc:  # one listener's failure is not the connection's
+                log.warning("mcp_notice_not_relayed", backend=self.name, error=repr(exc))
 
     @staticmethod
     async def _settle(exc: MCPError, link: Link) -> None:
@@ -681,6 +784,66 @@ class McpBackend(BaseBackend):
         """The stdio server's process id while one runs (for operators and tests)."""
         link = self._link
         return link.process.pid if link is not None and link.process is not None and link.alive else None
+
+
+def _answered(exc: MCPError, exchange: Exchange) -> bool:
+    """The error is the server's own JSON-RPC answer, not the SDK's word for a transport or HTTP failure."""
+    # A 2026-07-28 server answers an error with HTTP 400 and the JSON-RPC error as the body: still its answer.
+    transported = exchange.error is None and not exchange.too_large
+    return transported and exc.code != codec.CONNECTION_CLOSED and exc.message not in SDK_STATUS_MESSAGES
+
+
+@contextlib.asynccontextmanager
+async def _calling(caller: relay.Caller | None) -> AsyncIterator[None]:
+    """`relay.CALLER` set for the requests sent inside the block: what the server says back reaches `caller`."""
+    token = relay.CALLER.set(caller)
+    try:
+        yield
+    finally:
+        relay.CALLER.reset(token)
+
+
+async def _relayed(link: Link, method: str, params: dict[str, Any], caller: relay.Caller | None) -> Any:
+    """`method` sent through the SDK session's typed request (it validates the answer for the era)."""
+    session = link.client.session if link.client is not None else None
+    assert session is not None
+    meta = relay.request_meta(caller)
+    answers = caller is not None and caller.modern and link.era == "modern"
+    page = types.PaginatedRequestParams(cursor=params.get("cursor"))
+    if method == "resources/list":
+        return await session.list_resources(params=page)
+    if method == "resources/templates/list":
+        return await session.list_resource_templates(params=page)
+    if method == "prompts/list":
+        return await session.list_prompts(params=page)
+    if method == "resources/read":
+        return await session.read_resource(
+            params["uri"],
+            input_responses=params.get("inputResponses"),
+            request_state=params.get("requestState"),
+            meta=meta,  # type: ignore[arg-type]
+            allow_input_required=answers,
+        )
+    if method == "prompts/get":
+        return await session.get_prompt(
+            params["name"],
+            params.get("arguments"),
+            input_responses=params.get("inputResponses"),
+            request_state=params.get("requestState"),
+            meta=meta,  # type: ignore[arg-type]
+            allow_input_required=answers,
+        )
+    if method == "completion/complete":
+        request = types.CompleteRequestParams.model_validate(params, by_name=False)
+        context = request.context.arguments if request.context is not None else None
+        return await session.complete(request.ref, request.argument.model_dump(), context_arguments=context)
+    if method in ("resources/subscribe", "resources/unsubscribe"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            if method == "resources/subscribe":
+                return await session.subscribe_resource(params["uri"])
+            return await session.unsubscribe_resource(params["uri"])
+    raise ValueError(f"{method} is not relayed")
 
 
 class _SendAgain(Exception):

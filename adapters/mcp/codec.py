@@ -42,7 +42,8 @@ REQUEST_TIMEOUT = -32001  # the SDK's own: no answer within the request's timeou
 RESOURCE_NOT_FOUND = -32002
 URL_ELICITATION_REQUIRED = -32042
 # Codes that say the two sides disagree about the protocol: no caller can fix them.
-PROTOCOL_MISMATCH = frozenset({PARSE_ERROR, INVALID_REQUEST, -32020, -32021, -32022})
+PROTOCOL_MISMATCH = frozenset({PARSE_ERROR, INVALID_REQUEST, -32020, -32022})
+MISSING_CLIENT_CAPABILITY = -32021  # the caller's client lacks what the tool asks of it (sampling, elicitation)
 
 _ALNUM = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9]+")
 _NOT_FOUND_WORDS = ("unknown tool", "not found", "no such tool", "does not exist", "not available")
@@ -251,6 +252,12 @@ def failure_of_error(backend: str, code: int, message: str, data: Any = None) ->
             message=f"Upstream {backend!r} did not answer before the deadline",
             developer_message=developer,
             can_retry=True,
+        )
+    if code == MISSING_CLIENT_CAPABILITY:
+        return Failure(
+            kind=ErrorKind.TOOL_FAILED,
+            message=f"Upstream {backend!r} needs the caller's client to answer questions it cannot: {message}",
+            developer_message=developer,
         )
     if code in PROTOCOL_MISMATCH or (code == CONNECTION_CLOSED and _sdk_connection_message(message)):
         return Failure(

@@ -29,7 +29,7 @@ import contextvars
 import fnmatch
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -48,7 +48,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from adapters.mcp import codec
+from adapters.mcp import codec, passthrough
+from adapters.mcp.passthrough import Passthrough, progress_token
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import json_response
 from gateway.model import Call, CallContext, Principal, ToolSpec, principal_name
@@ -130,15 +131,31 @@ class BoundedEventStore(EventStore):
 # ---- names, listings, results ----
 
 
-def mcp_tool_name(spec: ToolSpec) -> str:
-    """The name MCP clients see: the flat name (`Toolkit_Name`, already within MCP's `[A-Za-z0-9_.-]{1,128}`),
-    with an MCP upstream's own spelling of the tool kept (`Ref_files.read` rather than `Ref_files___2e___read`)."""
+def own_mcp_name(spec: ToolSpec) -> str:
+    """The name MCP clients see, collisions aside: the flat name (`Toolkit_Name`, already within MCP's
+    `[A-Za-z0-9_.-]{1,128}`), but an MCP upstream's tool under its own name (`files.read`, renamed by
+    `rename`), or under `<toolkit>_<its name>` when the backend's `toolkit` or `prefix` says so."""
     binding = spec.binding
     if isinstance(binding, codec.McpTool):
-        name = f"{spec.toolkit}_{binding.name}"
+        own = binding.name if spec.name == codec.tool_name(binding.name) else spec.name
+        name = own if spec.toolkit == codec.default_toolkit(spec.backend) else f"{spec.toolkit}_{own}"
         if len(name) <= 128 and all(c.isascii() and (c.isalnum() or c in "_.-") for c in name):
             return name
     return spec.flat_name
+
+
+def mcp_names(specs: Iterable[ToolSpec]) -> dict[str, ToolSpec]:
+    """MCP name -> tool over the whole catalog: an own name that two tools would share, or that is another
+    tool's flat name, falls back to the flat name for the MCP upstream's tools (flat names are unique)."""
+    specs = list(specs)
+    flat = {spec.flat_name for spec in specs}
+    counts = collections.Counter(own_mcp_name(spec) for spec in specs)
+    names: dict[str, ToolSpec] = {}
+    for spec in specs:
+        own = own_mcp_name(spec)
+        clash = own != spec.flat_name and (counts[own] > 1 or own in flat)
+        names[spec.flat_name if clash else own] = spec
+    return names
 
 
 def annotations_of(spec: ToolSpec) -> dict[str, Any]:
@@ -159,9 +176,9 @@ def object_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     return schema if isinstance(schema, dict) and schema.get("type") == "object" else None
 
 
-def tool_entry(spec: ToolSpec) -> types.Tool:
+def tool_entry(spec: ToolSpec, name: str) -> types.Tool:
     wire: dict[str, Any] = {
-        "name": mcp_tool_name(spec),
+        "name": name,
         "description": spec.description,
         "inputSchema": spec.input_schema,
         "annotations": annotations_of(spec),
@@ -201,16 +218,6 @@ def error_result(failure: Failure, call_id: str | None) -> types.CallToolResult:
     return types.CallToolResult.model_validate(
         {"content": [{"type": "text", "text": text}], "isError": True, "_meta": meta}, by_name=False
     )
-
-
-def progress_token(ctx: Ctx) -> str | int | None:
-    """The request's `_meta.progressToken` (as parsed by the SDK, else as sent)."""
-    meta = ctx.meta or {}
-    token = meta.get("progressToken")
-    if token is None and isinstance(ctx.params, dict):
-        sent = ctx.params.get("_meta")
-        token = sent.get("progressToken") if isinstance(sent, dict) else None
-    return token if isinstance(token, str | int) else None
 
 
 def encode_cursor(offset: int) -> str:
@@ -293,6 +300,7 @@ class Endpoint:
         self.events = BoundedEventStore(settings.max_events)
         # Live handshake-era sessions (by Mcp-Session-Id) for list_changed; bounded like the manager's sessions.
         self.sessions: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self.passthrough = Passthrough(self)
         self.server = self._build()
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
@@ -324,6 +332,15 @@ class Endpoint:
                 on_list_tools=self._list_tools,
                 on_call_tool=self._call_tool,
                 get_tool_input_schema=self._input_schema,
+                on_list_resources=self._listed("resources/list", types.ListResourcesResult),
+                on_list_resource_templates=self._listed("resources/templates/list", types.ListResourceTemplatesResult),
+                on_read_resource=self._read_resource,
+                on_subscribe_resource=self._subscribe,
+                on_unsubscribe_resource=self._unsubscribe,
+                on_list_prompts=self._listed("prompts/list", types.ListPromptsResult),
+                on_get_prompt=self._get_prompt,
+                on_completion=self._complete,
+                on_set_logging_level=self.passthrough.set_logging_level,
             )
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._initialized)
         return server
@@ -338,21 +355,33 @@ class Endpoint:
 
     def _visible(self, spec: ToolSpec) -> bool:
         """This endpoint's globs (a virtual server's include/exclude) on flat and qualified names."""
-        names = (spec.flat_name, spec.qualified_name, mcp_tool_name(spec))
+        names = (spec.flat_name, spec.qualified_name, self.mcp_name(spec))
         included = any(fnmatch.fnmatchcase(n, g) for g in self.include for n in names)
         return included and not any(fnmatch.fnmatchcase(n, g) for g in self.exclude for n in names)
 
     def tools(self, principal: Principal | None) -> list[ToolSpec]:
         return [spec for spec in self.services.tools(principal) if self._visible(spec)]
 
+    def _names(self) -> tuple[dict[str, ToolSpec], dict[str, str]]:
+        """MCP name -> tool and flat name -> MCP name, over the whole catalog, once per snapshot."""
+
+        def build() -> tuple[dict[str, ToolSpec], dict[str, str]]:
+            names = mcp_names(self.services.tools(None))
+            return names, {spec.flat_name: name for name, spec in names.items()}
+
+        return self.services.derived("mcp-names", build)  # type: ignore[no-any-return]
+
+    def mcp_name(self, spec: ToolSpec) -> str:
+        return self._names()[1].get(spec.flat_name, spec.flat_name)
+
     def find(self, name: str, principal: Principal | None) -> ToolSpec | None:
         """The tool an MCP name stands for, if this caller may call it here (hidden tools are callable)."""
-        spec = self.services.callable_tool(name, principal)
-        if spec is None and "_" in name:
-            for candidate in self.services.tools(principal):
-                if mcp_tool_name(candidate) == name:
-                    spec = candidate
-                    break
+        listed = self._names()[0].get(name)
+        spec = (
+            self.services.callable_tool(listed.flat_name, principal)
+            if listed is not None
+            else self.services.callable_tool(name, principal)
+        )
         return spec if spec is not None and self._visible(spec) else None
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
@@ -380,6 +409,44 @@ class Endpoint:
         while len(self.sessions) > self.settings.max_sessions:
             self.sessions.popitem(last=False)
 
+    # ---- resources, prompts, completions: the MCP backends' own, passed through ----
+
+    def _listed(self, method: str, model: type[Any]) -> Callable[..., Awaitable[Any]]:
+        async def listed(ctx: Ctx, params: types.PaginatedRequestParams | None) -> Any:
+            principal = self._principal(ctx)
+            self._remember(ctx)
+            cursor = params.cursor if params is not None else None
+            answer = await self.passthrough.listing(ctx, principal, method, cursor)
+            return model.model_validate(answer, by_name=False)
+
+        return listed
+
+    async def _read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams) -> Any:
+        answer = await self.passthrough.read(ctx, self._principal(ctx), params)
+        return passthrough.result_of(lambda a: types.ReadResourceResult.model_validate(a, by_name=False), answer)
+
+    async def _get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams) -> Any:
+        answer = await self.passthrough.get_prompt(ctx, self._principal(ctx), params)
+        return passthrough.result_of(lambda a: types.GetPromptResult.model_validate(a, by_name=False), answer)
+
+    async def _complete(self, ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
+        answer = await self.passthrough.complete(ctx, self._principal(ctx), params)
+        return types.CompleteResult.model_validate(answer, by_name=False)
+
+    async def _subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        self._remember(ctx)
+        return await self.passthrough.subscribe(ctx, self._principal(ctx), str(params.uri), True)
+
+    async def _unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        return await self.passthrough.subscribe(ctx, self._principal(ctx), str(params.uri), False)
+
+    def live_sessions(self) -> dict[str, Any]:
+        """The handshake-era sessions open here now, by id."""
+        live = set(self.manager._server_instances)  # the SDK offers no other view of them
+        for session_id in [s for s in self.sessions if s not in live]:
+            self.sessions.pop(session_id, None)
+        return dict(self.sessions)
+
     async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         principal = self._principal(ctx)
         self._remember(ctx)
@@ -391,7 +458,8 @@ class Endpoint:
         page = specs[offset : offset + size]
         more = offset + size < len(specs)
         return types.ListToolsResult(
-            tools=[tool_entry(s) for s in page], next_cursor=encode_cursor(offset + size) if more else None
+            tools=[tool_entry(s, self.mcp_name(s)) for s in page],
+            next_cursor=encode_cursor(offset + size) if more else None,
         )
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -405,7 +473,7 @@ class Endpoint:
             if not isinstance(name, str) or not isinstance(inner, dict):
                 raise MCPError(types.INVALID_PARAMS, "call_tool takes name (a string) and arguments (an object)")
             return await self._call(ctx, principal, name, inner)
-        return await self._call(ctx, principal, params.name, arguments)
+        return await self._call(ctx, principal, params.name, arguments, params)
 
     async def _search(self, principal: Principal | None, arguments: dict[str, Any]) -> types.CallToolResult:
         query, top_k = arguments.get("query"), arguments.get("top_k", self.settings.search_top_k)
@@ -414,7 +482,9 @@ class Endpoint:
         if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 50:
             raise MCPError(types.INVALID_PARAMS, "search_tools' top_k is an integer from 1 to 50")
         found = [s for s in await self.services.search(query, top_k * 2, principal) if self._visible(s)][:top_k]
-        listed = [tool_entry(s).model_dump(by_alias=True, mode="json", exclude_none=True) for s in found]
+        listed = [
+            tool_entry(s, self.mcp_name(s)).model_dump(by_alias=True, mode="json", exclude_none=True) for s in found
+        ]
         value = {"tools": listed}
         return types.CallToolResult.model_validate(
             {"content": [{"type": "text", "text": orjson.dumps(value).decode()}], "structuredContent": value},
@@ -422,8 +492,8 @@ class Endpoint:
         )
 
     async def _call(
-        self, ctx: Ctx, principal: Principal | None, name: str, arguments: dict[str, Any]
-    ) -> types.CallToolResult:
+        self, ctx: Ctx, principal: Principal | None, name: str, arguments: dict[str, Any], params: Any = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
         spec = self.find(name, principal)
         if spec is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
@@ -434,13 +504,21 @@ class Endpoint:
             session_id=headers.get(SESSION_HEADER) if headers is not None else None,
             trace_id=None if ctx.request_id is None else str(ctx.request_id),
             client_authorization=headers.get("authorization") if headers is not None else None,
+            peer=self.passthrough.caller(ctx, params),  # an MCP upstream's logs, progress and questions
         )
         call = Call(tool=spec.flat_name, version=spec.version, arguments=arguments, context=context)
-        progress = progress_token(ctx)
+        relayed = isinstance(spec.binding, codec.McpTool)  # the upstream reports its own progress
+        progress = None if relayed else progress_token(ctx)
         outcome = await self._with_progress(ctx, progress, self.services.call(call))
         if outcome.error is None:
+            raw = context.notes.get("mcp_result")
+            if isinstance(raw, dict) and raw.get("resultType") == "input_required":
+                return types.InputRequiredResult.model_validate(raw, by_name=False)
             return call_result(outcome.spec or spec, outcome.value)
         failure = outcome.error
+        answered = context.notes.get("mcp_error")
+        if isinstance(answered, dict):  # an MCP upstream's own JSON-RPC error: relayed as it came
+            raise MCPError(answered["code"], answered["message"], answered.get("data"))
         if failure.kind == ErrorKind.NOT_FOUND:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
         if failure.kind in (ErrorKind.MALFORMED, ErrorKind.TOO_LARGE):
@@ -474,7 +552,7 @@ class Endpoint:
     # ---- list_changed ----
 
     def _catalog_hash(self) -> int:
-        return hash(tuple((mcp_tool_name(s), s.version, s.description) for s in self.tools(None)))
+        return hash(tuple((self.mcp_name(s), s.version, s.description) for s in self.tools(None)))
 
     async def _watch_catalog(self) -> None:
         """Tell every open session when the tools this endpoint serves changed (reload or rediscovery)."""
@@ -485,11 +563,7 @@ class Endpoint:
             if current == self._listed:
                 continue
             self._listed = current
-            live = set(self.manager._server_instances)  # the SDK offers no other view of them
-            for session_id, session in list(self.sessions.items()):
-                if session_id not in live:
-                    self.sessions.pop(session_id, None)
-                    continue
+            for session_id, session in self.live_sessions().items():
                 try:
                     await session.send_notification(types.ToolListChangedNotification())
                 except Exception as exc:  # a session that just ended: nothing to tell

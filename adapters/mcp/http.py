@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx2
 
@@ -131,6 +132,9 @@ def http_client(
     inner = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(max_connections=max_connections), retries=0)
     return httpx2.AsyncClient(
         headers=headers,
+        # One client serves every caller (and, with forward_authorization, their credentials): it keeps no
+        # cookies, so none a server set for one caller's request rides on another's. The session is a header.
+        cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
         timeout=httpx2.Timeout(connect=connect_timeout_s, read=None, write=write_timeout_s, pool=connect_timeout_s),
         transport=GuardedTransport(inner, max_body),
         follow_redirects=False,

@@ -67,7 +67,8 @@ class ServerSettings(Section):
         default=[],
         description=(
             "Origin header values (scheme://host[:port], or *) allowed to call; a request carrying any other "
-            "Origin gets 403. Requests without Origin are not affected"
+            "Origin gets 403, except the gateway's own: http:// or https:// plus the Host header, once that Host "
+            "passed the allowed_hosts list (the loopback default included). Requests without Origin are not affected"
         ),
     )
 

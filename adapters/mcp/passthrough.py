@@ -1,0 +1,383 @@
+"""The MCP front's pass-through: the resources, resource templates, prompts and completions of `kind: mcp`
+backends, served under their own names and URIs, and the caller an upstream talks back to during a request.
+
+The canonical model knows tools only: these stay MCP's own, relayed from the MCP front to the MCP
+backend that owns them and back unchanged (results and the server's JSON-RPC errors as they came).
+
+- Lists (`resources/list`, `resources/templates/list`, `prompts/list`) walk the backends the caller
+  may see, one upstream page per answer; the cursor names the backend and its own cursor.
+- A prompt's name is its own unless the backend's routing keys rename it (`rename`) or put it under a
+  toolkit (`toolkit`, `prefix`: then `<toolkit>_<name>`, as tools are named). A resource keeps its URI.
+- `resources/read` and `resources/subscribe` go to the backend that listed the URI, else whose
+  template matches it, else (one backend) to that one; completion goes to the prompt's or template's owner.
+- A caller sees the resources and prompts of a backend when it may call one of its tools here (or
+  may call every tool, on the main endpoint).
+- Handshake-era subscriptions are the front's own: a URI is subscribed upstream for the first
+  session that asks, and the server's `notifications/resources/updated` reaches every session
+  that subscribed to it; list changes reach every open session.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import mcp_types as types
+import structlog
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.uri_template import UriTemplate
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from adapters.mcp import codec, relay
+from gateway.errors import GatewayError
+from gateway.model import Principal
+
+if TYPE_CHECKING:
+    from adapters.mcp.backend import McpBackend
+    from adapters.mcp.front import Ctx, Endpoint
+
+log = structlog.get_logger("toolplex.mcp")
+
+DEFAULT_LOG_LEVEL: Final = "debug"  # a handshake-era session that never set one hears everything, as directly
+MAX_SUBSCRIPTIONS: Final = 10_000  # (uri, session) pairs kept per endpoint; the oldest dropped beyond
+LISTED: Final = {
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+    "prompts/list": "prompts",
+}
+
+
+# ---- the caller ----
+
+
+class FrontCaller(relay.CallerBase):
+    """One request's MCP client, as the backend relays to it (`relay.Caller`)."""
+
+    def __init__(self, ctx: Ctx, log_level: str | None, params: Any = None) -> None:
+        self.ctx = ctx
+        self._log_level = log_level
+        self.params = params
+
+    @property
+    def modern(self) -> bool:
+        return self.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        declared = self.ctx.session.client_capabilities
+        return {} if declared is None else declared.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    @property
+    def log_level(self) -> str | None:
+        return self._log_level
+
+    @property
+    def progress_token(self) -> str | int | None:
+        return progress_token(self.ctx)
+
+    @property
+    def input_responses(self) -> dict[str, Any] | None:
+        return getattr(self.params, "input_responses", None)
+
+    @property
+    def request_state(self) -> str | None:
+        return getattr(self.params, "request_state", None)
+
+    async def notify(self, notification: types.ServerNotification) -> None:
+        await self.ctx.session.send_notification(notification, related_request_id=self.ctx.request_id)
+
+    async def ask(self, request: types.ServerRequest, result_type: type[Any]) -> Any:
+        if self.modern:
+            raise MCPError(types.INVALID_REQUEST, "A 2026-07-28 client is asked by InputRequiredResult only")
+        metadata = ServerMessageMetadata(related_request_id=self.ctx.request_id)
+        return await self.ctx.session.send_request(request, result_type, metadata=metadata)  # type: ignore[arg-type]
+
+
+def progress_token(ctx: Ctx) -> str | int | None:
+    """The request's `_meta.progressToken` (as parsed by the SDK, else as sent)."""
+    meta = ctx.meta or {}
+    token = meta.get("progressToken")
+    if token is None and isinstance(ctx.params, dict):
+        sent = ctx.params.get("_meta")
+        token = sent.get("progressToken") if isinstance(sent, dict) else None
+    return token if isinstance(token, str | int) else None
+
+
+# ---- names ----
+
+
+def front_toolkit(backend: McpBackend) -> str | None:
+    """The toolkit the routing keys put a backend's prompts under (None: their own names)."""
+    settings = backend.settings
+    if settings.toolkit:
+        return settings.toolkit
+    if settings.prefix:
+        return settings.prefix + codec.default_toolkit(settings.name)
+    return None
+
+
+def prompt_name(backend: McpBackend, own: str) -> str:
+    rename = backend.settings.rename or {}
+    name = rename.get(own, own)
+    toolkit = front_toolkit(backend)
+    return name if toolkit is None else f"{toolkit}_{name}"
+
+
+def encode_cursor(index: int, upstream: str | None) -> str:
+    return base64.urlsafe_b64encode(f"p:{index}:{upstream or ''}".encode()).decode()
+
+
+def decode_cursor(cursor: str | None) -> tuple[int, str | None]:
+    if cursor is None:
+        return 0, None
+    try:
+        kind, index, upstream = base64.urlsafe_b64decode(cursor.encode()).decode().split(":", 2)
+        if kind != "p" or int(index) < 0:
+            raise ValueError(kind)
+    except (ValueError, UnicodeDecodeError):
+        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor {cursor!r}: pass a nextCursor this server gave") from None
+    return int(index), upstream or None
+
+
+def _unavailable(exc: GatewayError) -> MCPError:
+    return MCPError(types.INTERNAL_ERROR, exc.failure.message)
+
+
+# ---- the pass-through ----
+
+
+class Passthrough:
+    """The pass-through of one MCP endpoint (see the module docstring)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.prompts: dict[str, tuple[str, str]] = {}  # front name -> (backend, the server's own name)
+        self.resources: dict[str, str] = {}  # uri -> backend
+        self.templates: dict[str, tuple[str, UriTemplate]] = {}  # template -> (backend, parsed)
+        self.log_levels: collections.OrderedDict[str, str] = collections.OrderedDict()  # session id -> level
+        self.subscribed: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()  # (uri, session)
+
+    # ---- which backends ----
+
+    def backends(self, principal: Principal | None) -> list[McpBackend]:
+        """The `kind: mcp` backends whose resources and prompts this caller sees here, in configuration order."""
+        from adapters.mcp.backend import McpBackend
+
+        services = self.endpoint.services
+        shown = {spec.backend for spec in self.endpoint.tools(principal)}
+        everything = (principal is None or principal.tools is None) and self.endpoint.include == ("*",)
+        found = []
+        for name in services.backend_names("mcp"):
+            backend = services.backend(name)
+            if isinstance(backend, McpBackend) and (everything or name in shown):
+                found.append(backend)
+        return found
+
+    def _named(self, principal: Principal | None, name: str) -> McpBackend | None:
+        return next((b for b in self.backends(principal) if b.name == name), None)
+
+    # ---- the caller ----
+
+    def caller(self, ctx: Ctx, params: Any = None) -> FrontCaller:
+        return FrontCaller(ctx, self._log_level(ctx), params)
+
+    def _log_level(self, ctx: Ctx) -> str | None:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            level = (ctx.meta or {}).get(relay.LOG_LEVEL_META_KEY)
+            return level if isinstance(level, str) else None
+        session = _session_id(ctx)
+        return self.log_levels.get(session, DEFAULT_LOG_LEVEL) if session else DEFAULT_LOG_LEVEL
+
+    async def set_logging_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        """Handshake era: the level this session's relayed log lines start at (the front filters nothing
+        itself: the level goes upstream with each request, so the server sends no more than that)."""
+        session = _session_id(ctx)
+        if session:
+            self.log_levels.pop(session, None)
+            self.log_levels[session] = params.level
+            while len(self.log_levels) > self.endpoint.settings.max_sessions:
+                self.log_levels.popitem(last=False)
+        return types.EmptyResult()
+
+    # ---- lists ----
+
+    async def listing(self, ctx: Ctx, principal: Principal | None, method: str, cursor: str | None) -> dict[str, Any]:
+        """One page of `method` over the caller's backends: the next backend's page that has anything."""
+        index, upstream = decode_cursor(cursor)
+        backends = self.backends(principal)
+        key = LISTED[method]
+        while index < len(backends):
+            backend = backends[index]
+            try:
+                page = await backend.relay(method, {"cursor": upstream}, self.caller(ctx))
+            except GatewayError as exc:
+                if len(backends) == 1:
+                    raise _unavailable(exc) from None
+                log.warning("mcp_listing_skipped", backend=backend.name, method=method, error=exc.failure.message)
+                page = {key: []}
+            except MCPError as exc:
+                if exc.code != types.METHOD_NOT_FOUND or len(backends) == 1:
+                    raise
+                page = {key: []}  # a server without this feature lists nothing
+            items = [self._remember(backend, method, item) for item in page.get(key) or []]
+            following = page.get("nextCursor")
+            if following:
+                return {**page, key: items, "nextCursor": encode_cursor(index, following)}
+            index, upstream = index + 1, None
+            if items or index >= len(backends):
+                more = index < len(backends)
+                page = {k: v for k, v in page.items() if k != "nextCursor"}
+                return {**page, key: items, **({"nextCursor": encode_cursor(index, None)} if more else {})}
+        return {key: []}
+
+    def _remember(self, backend: McpBackend, method: str, item: dict[str, Any]) -> dict[str, Any]:
+        """Note which backend owns a listed item; a prompt under its front name."""
+        if method == "resources/list" and isinstance(item.get("uri"), str):
+            self.resources[item["uri"]] = backend.name
+        elif method == "resources/templates/list" and isinstance(item.get("uriTemplate"), str):
+            template = item["uriTemplate"]
+            try:
+                self.templates[template] = (backend.name, UriTemplate.parse(template))
+            except ValueError:
+                log.info("mcp_template_unmatched", backend=backend.name, template=template)
+        elif method == "prompts/list" and isinstance(item.get("name"), str):
+            shown = prompt_name(backend, item["name"])
+            self.prompts[shown] = (backend.name, item["name"])
+            item = {**item, "name": shown}
+        return item
+
+    # ---- owners ----
+
+    async def _prompt_owner(self, ctx: Ctx, principal: Principal | None, name: str) -> tuple[McpBackend, str]:
+        if name not in self.prompts:
+            await self._list_all(ctx, principal, "prompts/list")
+        owner = self.prompts.get(name)
+        backend = self._named(principal, owner[0]) if owner else None
+        if backend is None or owner is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name}", data={"name": name})
+        return backend, owner[1]
+
+    async def _resource_owner(self, ctx: Ctx, principal: Principal | None, uri: str) -> McpBackend:
+        backends = self.backends(principal)
+        if len(backends) == 1:
+            return backends[0]  # its own answer, a not-found included, is relayed as it is
+        name = self._owner_of(uri)
+        if name is None:
+            await self._list_all(ctx, principal, "resources/list")
+            await self._list_all(ctx, principal, "resources/templates/list")
+            name = self._owner_of(uri)
+        backend = self._named(principal, name) if name is not None else None
+        if backend is None:
+            raise MCPError(types.INVALID_PARAMS, "Resource not found", data={"uri": uri})
+        return backend
+
+    def _owner_of(self, uri: str) -> str | None:
+        if uri in self.resources:
+            return self.resources[uri]
+        for backend, template in self.templates.values():
+            if template.match(uri) is not None:
+                return backend
+        return None
+
+    async def _list_all(self, ctx: Ctx, principal: Principal | None, method: str) -> None:
+        """Every page of `method` once (bounded by each backend's max_pages), to learn who owns what."""
+        cursor: str | None = None
+        for _ in range(sum(b.settings.max_pages for b in self.backends(principal)) + 1):
+            page = await self.listing(ctx, principal, method, cursor)
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                return
+
+    # ---- requests ----
+
+    async def read(self, ctx: Ctx, principal: Principal | None, params: types.ReadResourceRequestParams) -> Any:
+        uri = str(params.uri)
+        backend = await self._resource_owner(ctx, principal, uri)
+        wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return await self._relay(backend, "resources/read", {**wire, "uri": uri}, ctx, params)
+
+    async def get_prompt(self, ctx: Ctx, principal: Principal | None, params: types.GetPromptRequestParams) -> Any:
+        backend, own = await self._prompt_owner(ctx, principal, params.name)
+        wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return await self._relay(backend, "prompts/get", {**wire, "name": own}, ctx, params)
+
+    async def complete(self, ctx: Ctx, principal: Principal | None, params: types.CompleteRequestParams) -> Any:
+        wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            backend, own = await self._prompt_owner(ctx, principal, ref.name)
+            wire["ref"] = {**wire["ref"], "name": own}
+        else:
+            template = str(ref.uri)
+            if template not in self.templates:
+                await self._list_all(ctx, principal, "resources/templates/list")
+            owner = self.templates.get(template)
+            found = self._named(principal, owner[0]) if owner else None
+            if found is None:
+                raise MCPError(types.INVALID_PARAMS, f"Unknown resource template: {template}")
+            backend = found
+        return await self._relay(backend, "completion/complete", wire, ctx, params)
+
+    async def subscribe(self, ctx: Ctx, principal: Principal | None, uri: str, subscribe: bool) -> types.EmptyResult:
+        """Handshake era: remember the session's interest; the upstream hears of the first and the last one."""
+        session = _session_id(ctx)
+        backend = await self._resource_owner(ctx, principal, uri)
+        others = any(u == uri and s != session for u, s in self.subscribed)
+        if backend.era == "modern":
+            # A 2026-07-28 server has no resources/subscribe (its changes come on a listen stream, which
+            # this front does not open yet): the URI is checked here, and no update will follow.
+            if subscribe and self._owner_of(uri) is None:
+                await self._list_all(ctx, principal, "resources/list")
+                await self._list_all(ctx, principal, "resources/templates/list")
+                if self._owner_of(uri) is None:
+                    raise MCPError(types.INVALID_PARAMS, "Resource not found", data={"uri": uri})
+        elif not others:
+            backend.listen(self.notice)
+            method = "resources/subscribe" if subscribe else "resources/unsubscribe"
+            await self._relay(backend, method, {"uri": uri}, ctx)
+        if session:
+            self.subscribed.pop((uri, session), None)
+            if subscribe:
+                self.subscribed[(uri, session)] = None
+                while len(self.subscribed) > MAX_SUBSCRIPTIONS:
+                    self.subscribed.popitem(last=False)
+        return types.EmptyResult()
+
+    async def _relay(
+        self, backend: McpBackend, method: str, params: dict[str, Any], ctx: Ctx, typed: Any = None
+    ) -> dict[str, Any]:
+        try:
+            return await backend.relay(method, params, self.caller(ctx, typed))
+        except GatewayError as exc:
+            raise _unavailable(exc) from None
+
+    # ---- what the servers say ----
+
+    async def notice(self, notice: Any) -> None:
+        """A server's resource update (to the sessions subscribed to it) or list change (to every session)."""
+        sessions = self.endpoint.live_sessions()
+        if isinstance(notice, types.ResourceUpdatedNotification):
+            uri = str(notice.params.uri)
+            targets = [sessions[s] for u, s in list(self.subscribed) if u == uri and s in sessions]
+        else:
+            targets = list(sessions.values())
+        for session in targets:
+            try:
+                await session.send_notification(notice)
+            except Exception as exc:  # a session that just ended: nothing to tell
+                log.info("mcp_notice_not_sent", error=type(exc).__name__)
+
+
+def _session_id(ctx: Ctx) -> str | None:
+    headers = getattr(ctx.request, "headers", None)
+    return headers.get("mcp-session-id") if headers is not None else None
+
+
+def result_of(model: Callable[..., Any], answer: dict[str, Any]) -> Any:
+    """An upstream's answer as the SDK server's result model (an `InputRequiredResult` stays one)."""
+    if answer.get("resultType") == "input_required":
+        return types.InputRequiredResult.model_validate(answer, by_name=False)
+    return model(answer)

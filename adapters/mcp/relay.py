@@ -1,0 +1,169 @@
+"""What an MCP upstream says to the client while it serves one of its requests, relayed to that client.
+
+An MCP server may, while it serves a request, log (`notifications/message`), report progress, and ask
+its client something (sampling, elicitation, roots): on the handshake era as requests of its own, on
+2026-07-28 as an `InputRequiredResult` the client answers by sending the request again. Behind the
+gateway "the client" is whoever called through the MCP front, so each of these goes to that caller.
+
+The backend keeps one connection per upstream, shared by every caller. The `mcp` SDK runs each
+message a server sends on a request's own stream in the context of the task that sent the request
+(its memory streams carry the sender's `contextvars`), so the caller is found through `CALLER`, set
+around each relayed request: a log line or a question reaches the caller whose request caused it,
+never another. Over stdio the server's messages arrive on one pipe read by one task, so there is no
+such context: logs and questions of a stdio server reach no caller (they are logged, and a question
+is declined), while progress, which names its request, still does.
+
+`Caller` is what a front of this protocol hands the backend (as `CallContext.peer`); the front
+implements it, the backend uses it, neither knows the other.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import Any, Final, Protocol
+
+import mcp_types as types
+import structlog
+from mcp.client.session import ClientRequestContext
+
+log = structlog.get_logger("toolplex.mcp")
+
+LOG_LEVEL_META_KEY: Final = "io.modelcontextprotocol/logLevel"
+CLIENT_CAPABILITIES_META_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+
+
+class Caller(Protocol):
+    """The MCP client a relayed request came from, as its front offers it to the backend."""
+
+    @property
+    def modern(self) -> bool:
+        """True for a 2026-07-28 client: questions go back as an `InputRequiredResult`, not as requests."""
+        ...
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """The client capabilities the caller declared (wire form): what the upstream may ask of it."""
+        ...
+
+    @property
+    def log_level(self) -> str | None:
+        """The least severe log level the caller wants relayed (None: no logs)."""
+        ...
+
+    @property
+    def progress_token(self) -> str | int | None:
+        """The caller's `progressToken` for this request (None: it wants no progress)."""
+        ...
+
+    @property
+    def input_responses(self) -> dict[str, Any] | None:
+        """A 2026-07-28 retry's answers to the questions of an `InputRequiredResult`."""
+        ...
+
+    @property
+    def request_state(self) -> str | None:
+        """A 2026-07-28 retry's `requestState`, echoed from the `InputRequiredResult` it answers."""
+        ...
+
+    async def notify(self, notification: types.ServerNotification) -> None:
+        """Send a notification on the caller's request stream (a log line, progress)."""
+        ...
+
+    async def ask(self, request: types.ServerRequest, result_type: type[Any]) -> Any:
+        """Ask the caller (handshake era); raises `mcp.shared.exceptions.MCPError` when it cannot answer."""
+        ...
+
+
+CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("toolplex_mcp_caller", default=None)
+
+
+def caller_of(peer: Any) -> Caller | None:
+    """A `CallContext.peer` that is an MCP caller (another front's peer is none of this module's business)."""
+    return peer if isinstance(peer, CallerBase) else None
+
+
+class CallerBase:
+    """The base a front's `Caller` derives from, so `caller_of` can tell it from other fronts' peers."""
+
+
+# ---- the connection's callbacks: each finds the caller of the request the message belongs to ----
+
+
+async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+    caller = CALLER.get()
+    if caller is None:
+        log.debug("mcp_upstream_log", level=params.level, logger=params.logger)
+        return
+    await caller.notify(types.LoggingMessageNotification(params=params))
+
+
+def _declined(what: str) -> types.ErrorData:
+    return types.ErrorData(code=types.INVALID_REQUEST, message=f"The gateway's caller cannot answer {what} requests")
+
+
+def _asker(
+    capability: str, request_of: Callable[[Any], types.ServerRequest], result_type: type[Any]
+) -> Callable[..., Any]:
+    """A callback that puts the upstream's question to the caller, if the caller declared `capability`."""
+
+    async def ask(context: ClientRequestContext, params: Any = None) -> Any:
+        caller = CALLER.get()
+        if caller is None or capability not in caller.capabilities:
+            log.info("mcp_question_declined", capability=capability, caller=caller is not None)
+            return _declined(capability)
+        try:
+            return await caller.ask(request_of(params), result_type)
+        except Exception as exc:  # the caller refused or went away: the upstream gets an error answer
+            code = getattr(exc, "code", types.INTERNAL_ERROR)
+            return types.ErrorData(code=code, message=str(getattr(exc, "message", exc)) or type(exc).__name__)
+
+    return ask
+
+
+on_sampling = _asker("sampling", lambda params: types.CreateMessageRequest(params=params), types.CreateMessageResult)
+on_elicitation = _asker("elicitation", lambda params: types.ElicitRequest(params=params), types.ElicitResult)
+
+
+async def on_roots(context: ClientRequestContext) -> Any:
+    return await _asker("roots", lambda _params: types.ListRootsRequest(), types.ListRootsResult)(context)
+
+
+def stamp_caller_capabilities(session: Any) -> None:
+    """Make each 2026-07-28 request declare its caller's capabilities, not the connection's.
+
+    The SDK stamps every request's `_meta` with the capabilities of the client object, which here
+    declares all three kinds of question (it relays them). A server must not ask what the real client
+    cannot answer, so the caller's own declaration replaces them; a request with no caller (another
+    front's, a discovery) declares none. Wraps the SDK session's private stamp: it has no public hook.
+    """
+    original = session._stamp
+
+    def stamp(data: dict[str, Any], opts: Any) -> None:
+        original(data, opts)
+        meta = (data.get("params") or {}).get("_meta")
+        if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
+            caller = CALLER.get()
+            meta[CLIENT_CAPABILITIES_META_KEY] = dict(caller.capabilities) if caller is not None else {}
+
+    session._stamp = stamp
+
+
+def request_meta(caller: Caller | None) -> dict[str, Any] | None:
+    """The `_meta` a relayed request carries for its caller: the log level it opted in to."""
+    if caller is None or caller.log_level is None:
+        return None
+    return {LOG_LEVEL_META_KEY: caller.log_level}
+
+
+def relay_progress(caller: Caller | None) -> Callable[..., Any] | None:
+    """A progress callback that reports the upstream's progress to the caller against the caller's token."""
+    token = caller.progress_token if caller is not None else None
+    if caller is None or token is None:
+        return None
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        params = types.ProgressNotificationParams(progress_token=token, progress=value, total=total, message=message)
+        await caller.notify(types.ProgressNotification(params=params))
+
+    return progress
