@@ -656,7 +656,7 @@ class McpBackend(BaseBackend):
 
     # ---- resources, prompts, completions: relayed as they are ----
 
-    async def relay(self, method: str, params: dict[str, Any], caller: relay.Caller | None) -> dict[str, Any]:
+    async def pass_through(self, method: str, params: dict[str, Any], caller: relay.Caller | None) -> dict[str, Any]:
         """One request of the MCP front's pass-through (`resources/*`, `prompts/*`, `completion/complete`)
         sent to this server, its result as the server gave it (JSON, by alias).
 

@@ -212,7 +212,7 @@ class Passthrough:
         while index < len(backends):
             backend = backends[index]
             try:
-                page = await backend.relay(method, {"cursor": upstream}, self.caller(ctx))
+                page = await backend.pass_through(method, {"cursor": upstream}, self.caller(ctx))
             except GatewayError as exc:
                 if len(backends) == 1:
                     raise _unavailable(exc) from None
@@ -350,7 +350,7 @@ class Passthrough:
         self, backend: McpBackend, method: str, params: dict[str, Any], ctx: Ctx, typed: Any = None
     ) -> dict[str, Any]:
         try:
-            return await backend.relay(method, params, self.caller(ctx, typed))
+            return await backend.pass_through(method, params, self.caller(ctx, typed))
         except GatewayError as exc:
             raise _unavailable(exc) from None
 

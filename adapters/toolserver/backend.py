@@ -25,7 +25,6 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 from http.cookies import SimpleCookie
 from typing import Any
 
@@ -70,13 +69,6 @@ class Relay:
     """Binding of the hidden tool that continues an upstream 450 by token."""
 
     backend: str
-
-
-class _NoCookies(DefaultCookiePolicy):
-    """The pooled client keeps no cookie jar: each request carries its own session's cookie."""
-
-    def set_ok(self, cookie: Any, request: Any) -> bool:
-        return False
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -128,8 +120,9 @@ class ToolServerBackend(BaseBackend):
     def __init__(self, settings: ToolServerBackendSettings, context: BackendContext) -> None:
         self.name = settings.name
         self.settings: ToolServerBackendSettings = settings
+        # The pooled client keeps no cookies (gateway.upstream.CookielessClient): each request carries its own
+        # session's cookie.
         self.upstream = Upstream(settings.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
-        self.upstream.client.cookies = httpx.Cookies(CookieJar(policy=_NoCookies()))
         self.path = settings.path.rstrip("/")
         self.per_session = settings.sessions == "per_session"
         self.sessionless = settings.sessions == "none"  # a bare node: no cookies at all (also set when detected)

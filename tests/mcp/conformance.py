@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from tests.support import free_port, stop, wait_for_port
 
@@ -268,14 +268,17 @@ def format_table(rows: Sequence[ScenarioResult], include_extensions: bool = Fals
             f"| {version} | {len(kept)} | {sum(r.passed for r in kept)} | {sum(not r.passed for r in kept)} "
             f"| {sum(r.warnings for r in kept)} | {len(left)} ({sum(not r.passed for r in left)} failing) |"
         )
-    failed = [row for row in rows if not row.passed]
-    if failed:
-        lines.append("")
-        lines.append("Failed checks:")
-        for row in failed:
-            for failure in row.failures:
-                lines.append(f"- {row.version} {row.scenario}: {failure}")
+    lines.extend(failed_checks(rows))
     return "\n".join(lines)
+
+
+def failed_checks(rows: Iterable[Any]) -> list[str]:
+    """The lines naming each failed check of the rows that failed (none when all passed); a row is a
+    server `ScenarioResult` or a client scenario's result (version, scenario, passed, failures)."""
+    failed = [row for row in rows if not row.passed]
+    if not failed:
+        return []
+    return ["", "Failed checks:", *(f"- {row.version} {row.scenario}: {f}" for row in failed for f in row.failures)]
 
 
 @contextlib.contextmanager

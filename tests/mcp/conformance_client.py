@@ -34,7 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from tests.mcp.conformance import LIST_TIMEOUT_S, RUN_TIMEOUT_S, SCENARIO_TIMEOUT_MS, _suite, missing_reason
+from tests.mcp.conformance import (
+    LIST_TIMEOUT_S,
+    RUN_TIMEOUT_S,
+    SCENARIO_TIMEOUT_MS,
+    _suite,
+    failed_checks,
+    missing_reason,
+)
 
 CLIENT_COMMAND: Final = f"{sys.executable} -m tests.mcp.backend_client"
 
@@ -286,13 +293,7 @@ def format_table(rows: Sequence[ClientResult]) -> str:
         f"{sum(not r.passed for r in counted)} failed ({sum(r.key in EXPECTED_FAILURES for r in counted)} expected), "
         f"{sum(r.warnings for r in counted)} warnings."
     )
-    failed = [row for row in counted if not row.passed]
-    if failed:
-        lines.append("")
-        lines.append("Failed checks:")
-        for row in failed:
-            for failure in row.failures:
-                lines.append(f"- {row.version} {row.scenario}: {failure}")
+    lines.extend(failed_checks(counted))
     return "\n".join(lines)
 
 
