@@ -15,6 +15,7 @@ bench/results/bench-<time>.json (gitignored).
     .venv/bin/python -m bench.run [--seconds 5] [--rounds 1] [--concurrency 1 32]
         [--tree PATH]  # measure the gateway of another source tree (a `git archive` of an older commit)
         [--skip-catalog] [--skip-soak] [--python-load] [--max-seconds 1800]
+        [--cases OpenTool MCP]  # only cases whose name holds one of these (their baselines always run)
 """
 
 from __future__ import annotations
@@ -84,6 +85,19 @@ async def probe(request: Request) -> None:
         )
 
 
+def selected(only: list[str] | None) -> list[bench_cases.Case]:
+    """The cases whose name holds one of `only` (case-insensitive), with the baselines they are compared to."""
+    listed = bench_cases.cases()
+    if not only:
+        return listed
+    wanted = [w.lower() for w in only]
+    chosen = [c for c in listed if c.baseline is not None and any(w in c.name.lower() for w in wanted)]
+    if not chosen:
+        raise SystemExit(f"--cases {' '.join(only)}: no case matches")
+    bases = {c.baseline for c in chosen}
+    return [c for c in listed if c in chosen or c.name in bases]
+
+
 def run_cases(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
     tree = args.tree.resolve() if args.tree else ROOT
     python = [sys.executable, "-m"]
@@ -103,11 +117,11 @@ def run_cases(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
             procs = {name: psutil.Process(server.process.pid) for name, server in served.items()}
             cookie = asyncio.run(session_cookie(gateway.port))
             requests: dict[str, Request] = {}
-            for case in bench_cases.cases():
+            listed = selected(args.cases)
+            for case in listed:
                 headers = case.headers + ((("Cookie", cookie),) if case.session else ())
                 requests[key(case)] = Request(ports[case.server], case.path, case.body, case.expect, headers)
                 asyncio.run(probe(requests[key(case)]))
-            listed = bench_cases.cases()
             rounds: dict[int, dict[str, list[dict[str, Any]]]] = {
                 c: {key(k): [] for k in listed} for c in args.concurrency
             }
@@ -125,12 +139,12 @@ def run_cases(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
                         row = figures.as_dict() | {"cpu_us": cpu * 1e6 / max(1, figures.requests)}
                         rounds[concurrency][key(case)].append(row)
                         print(f"  c={concurrency:<3} {key(case):<48} {figures.rps:>8.0f} req/s  bad {figures.bad}")
-    return {"tree": str(tree), "load": "wrk" if use_wrk else "python", "rounds": rounds}
+    return {"tree": str(tree), "load": "wrk" if use_wrk else "python", "rounds": rounds, "cases": args.cases}
 
 
 def summarize(runs: dict[str, Any]) -> dict[int, dict[str, dict[str, Any]]]:
     """Medians over rounds; each case's ratio to its baseline is the median of the rounds' own ratios."""
-    listed = {key(c): c for c in bench_cases.cases()}
+    listed = {key(c): c for c in selected(runs.get("cases"))}
     by_name = {c.name: key(c) for c in listed.values() if c.baseline is None}
     table: dict[int, dict[str, dict[str, Any]]] = {}
     for concurrency, by_case in runs["rounds"].items():
@@ -175,6 +189,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--tree", type=Path, help="the source tree whose gateway is measured (default: this one)")
+    parser.add_argument(
+        "--cases", nargs="+", metavar="WORD", help="only the cases whose name holds one of these (and their baselines)"
+    )
     parser.add_argument("--skip-catalog", action="store_true")
     parser.add_argument("--skip-soak", action="store_true")
     parser.add_argument("--soak-calls", type=int, default=20_000)

@@ -13,7 +13,7 @@ tracking, the concurrency counters) belongs to the gateway, not to a snapshot.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from types import MappingProxyType
@@ -261,6 +261,8 @@ class Gateway:
         self._retiring: dict[asyncio.Task[None], dict[str, Backend]] = {}  # task -> the backends it waits to close
         self._rediscovering: dict[str, bool] = {}  # backend -> another run wanted after the current one
         self._background = BackgroundTasks()
+        self._swapped = asyncio.Event()  # set (and replaced) when the snapshot is replaced
+        self._at_close: list[Callable[[], Awaitable[None]]] = []  # fronts' own shutdown work (`at_close`)
         generation = self._generation(config, {})
         self.snapshot = self._snapshot(generation, Catalog([]))
 
@@ -335,9 +337,32 @@ class Gateway:
         )
         return Snapshot(generation, catalog, pipeline)
 
+    def _swap(self, snapshot: Snapshot) -> None:
+        """Make `snapshot` current and wake whoever waits for the next one (`swapped`)."""
+        self.snapshot = snapshot
+        swapped, self._swapped = self._swapped, asyncio.Event()
+        swapped.set()
+
+    async def swapped(self) -> None:
+        """Return once the current snapshot is replaced (a reload, a rediscovery, the start)."""
+        await self._swapped.wait()
+
+    def at_close(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run `hook` at close, before the backends close (see `FrontServices.at_close`)."""
+        self._at_close.append(hook)
+
+    async def _close_hooks(self) -> None:
+        """Run what fronts asked to run at close (`at_close`), newest first; one failing stops none of the others."""
+        while self._at_close:
+            hook = self._at_close.pop()
+            try:
+                await hook()
+            except Exception as exc:  # a front's own shutdown trouble must not keep backends open
+                log.warning("front_close_failed", error=f"{type(exc).__name__}: {exc}")
+
     def _publish(self, catalog: Catalog) -> None:
         """Discovery found a new catalog: the same generation, a new snapshot (one assignment)."""
-        self.snapshot = self._snapshot(self.snapshot.generation, catalog)
+        self._swap(self._snapshot(self.snapshot.generation, catalog))
 
     # ---- life ----
 
@@ -347,7 +372,7 @@ class Gateway:
         context = backend_context(config, self.workspaces, self.rediscover)
         backends = {s.name: create_backend(s, context) for s in config.settings.backends}
         generation = replace(self.snapshot.generation, backends=MappingProxyType(backends))
-        self.snapshot = self._snapshot(generation, Catalog([]))
+        self._swap(self._snapshot(generation, Catalog([])))
         for warning in config.warnings:
             log.warning("config_warning", problem=warning)
         await wait_for_store(self.store, config.settings.state)
@@ -427,7 +452,7 @@ class Gateway:
         discovery.publish = self._publish
         previous = self.discovery
         self.discovery = discovery
-        self.snapshot = self._snapshot(generation, catalog)  # the swap: new calls run on the new snapshot
+        self._swap(self._snapshot(generation, catalog))  # new calls run on the new snapshot
         if previous is not None:
             await previous.stop()
         if self.ready:
@@ -469,6 +494,7 @@ class Gateway:
     async def close(self) -> None:
         self.ready = False
         self._background.cancel_all()
+        await self._close_hooks()
         if self.discovery is not None:
             await self.discovery.stop()
         await self.runs.close()

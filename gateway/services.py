@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -136,6 +136,15 @@ class FrontServices:
         value = build()
         self._derived[key] = (weakref.ref(snapshot), value)
         return value
+
+    async def snapshot_swapped(self) -> None:
+        """Return once the catalog snapshot is replaced (a reload, a rediscovery): a front that tells its
+        clients about list changes waits on this rather than comparing the catalog on a timer."""
+        await self._gateway.swapped()
+
+    def at_close(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run `hook` when the gateway closes, before its backends do (a front's own long-lived tasks)."""
+        self._gateway.at_close(hook)
 
     def resolve(self, tool: str, version: str | None = None) -> ToolSpec:
         """A tool by flat or qualified name and version (x.y.z, x, or None for the latest); NOT_FOUND otherwise."""

@@ -48,7 +48,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from adapters.mcp import codec, passthrough
+from adapters.mcp import codec, direct, passthrough
 from adapters.mcp.passthrough import Passthrough, progress_token
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import json_response
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from gateway.services import FrontServices
 
 FRONT: Final = "mcp"
+ALL: Final = ("*",)  # include globs that take every tool
+_BLANKS: Final = b" \t"  # what may surround a header value (RFC 9110 section 5.5)
 SERVER_NAME: Final = "toolplex"
 SESSION_HEADER: Final = "mcp-session-id"
 SESSION_KEY: Final = "session.mcp:"  # state store: session id -> {"home": replica id, "principal": name}
@@ -295,7 +297,7 @@ class Endpoint:
         self.services = services
         self.path = path
         self.settings = settings
-        self.include: tuple[str, ...] = ("*",)
+        self.include: tuple[str, ...] = ALL
         self.exclude: tuple[str, ...] = ()
         self.events = BoundedEventStore(settings.max_events)
         # Live handshake-era sessions (by Mcp-Session-Id) for list_changed; bounded like the manager's sessions.
@@ -355,6 +357,8 @@ class Endpoint:
 
     def _visible(self, spec: ToolSpec) -> bool:
         """This endpoint's globs (a virtual server's include/exclude) on flat and qualified names."""
+        if not self.exclude and self.include == ALL:  # the main endpoint: every tool, no glob to match
+            return True
         names = (spec.flat_name, spec.qualified_name, self.mcp_name(spec))
         included = any(fnmatch.fnmatchcase(n, g) for g in self.include for n in names)
         return included and not any(fnmatch.fnmatchcase(n, g) for g in self.exclude for n in names)
@@ -498,16 +502,16 @@ class Endpoint:
         if spec is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
         headers = getattr(ctx.request, "headers", None)
+        relayed = isinstance(spec.binding, codec.McpTool)  # the upstream talks back (logs, progress, questions)
         context = CallContext(
             front=FRONT,
             principal=principal,
             session_id=headers.get(SESSION_HEADER) if headers is not None else None,
             trace_id=None if ctx.request_id is None else str(ctx.request_id),
             client_authorization=headers.get("authorization") if headers is not None else None,
-            peer=self.passthrough.caller(ctx, params),  # an MCP upstream's logs, progress and questions
+            peer=self.passthrough.caller(ctx, params) if relayed else None,  # whom the upstream talks back to
         )
         call = Call(tool=spec.flat_name, version=spec.version, arguments=arguments, context=context)
-        relayed = isinstance(spec.binding, codec.McpTool)  # the upstream reports its own progress
         progress = None if relayed else progress_token(ctx)
         outcome = await self._with_progress(ctx, progress, self.services.call(call))
         if outcome.error is None:
@@ -555,10 +559,15 @@ class Endpoint:
         return hash(tuple((self.mcp_name(s), s.version, s.description) for s in self.tools(None)))
 
     async def _watch_catalog(self) -> None:
-        """Tell every open session when the tools this endpoint serves changed (reload or rediscovery)."""
+        """Tell every open session when the tools this endpoint serves changed (reload or rediscovery).
+
+        Woken by each snapshot swap; at most one comparison per `list_changed_poll_s`, so a burst of
+        rediscoveries is told once, and an idle gateway does no work at all.
+        """
         self._listed = self._catalog_hash()
         while True:
-            await asyncio.sleep(self.settings.list_changed_poll_s)
+            await self.services.snapshot_swapped()
+            await asyncio.sleep(self.settings.list_changed_poll_s)  # the burst's later swaps land in this wait
             current = self._catalog_hash()
             if current == self._listed:
                 continue
@@ -584,12 +593,23 @@ class Endpoint:
                     await self._watch_catalog()
 
             self._task = asyncio.get_running_loop().create_task(run(), name=f"mcp-sessions{self.path}")
+            self.services.at_close(self._stop)
         await self._ready.wait()
+
+    async def _stop(self) -> None:
+        """At the gateway's close: end the session manager (its sessions and streams) and the catalog watch."""
+        task, self._task, self._ready = self._task, None, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # RFC 9110 section 5.5: a field value's surrounding whitespace is not part of it (httptools keeps it).
-        scope = dict(scope)
-        scope["headers"] = [(k, v.strip(b" \t")) for k, v in scope["headers"]]
+        for _, value in scope["headers"]:
+            if value.strip(_BLANKS) is not value:  # bytes.strip gives the very same object when nothing goes
+                scope = dict(scope, headers=[(k, v.strip(_BLANKS)) for k, v in scope["headers"]])
+                break
         headers = Headers(scope=scope)
         try:
             principal = self.services.authenticate(headers)
@@ -609,6 +629,10 @@ class Endpoint:
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
+        else:  # the common stateless request is answered without the SDK's per-request machinery
+            if (replayed := await direct.serve(self, principal, scope, receive, send)) is None:
+                return
+            receive = replayed
         await self.manager.handle_request(scope, receive, self._recording(send, session_id, principal, scope))
 
     async def _session_route(

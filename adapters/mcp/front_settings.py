@@ -53,8 +53,8 @@ class McpFrontSettings(FrontSettings):
         default=1.0,
         gt=0,
         description=(
-            "How often the front compares the catalog with what it listed, to send "
-            "notifications/tools/list_changed to open sessions after a reload or rediscovery"
+            "After a reload or rediscovery, how long the front waits before comparing the catalog with what it "
+            "listed (changes within it are told once), to send notifications/tools/list_changed to open sessions"
         ),
     )
     servers: dict[str, McpVirtualServer] = Field(

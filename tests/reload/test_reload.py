@@ -43,6 +43,42 @@ def names(gateway: Gateway) -> set[str]:
     return {spec.flat_name for spec in gateway.catalog.latest()}
 
 
+async def test_a_front_waiting_for_the_next_snapshot_wakes_at_a_reload_and_not_before() -> None:
+    gateway = await started_gateway(config(MATH))
+    try:
+        waiting = asyncio.ensure_future(gateway.services.snapshot_swapped())
+        await asyncio.sleep(0)  # the waiter is parked on the current snapshot's event
+        assert not waiting.done()
+        before = gateway.snapshot
+        assert await gateway.reload(parsed(config(MATH, TEXT)))  # type: ignore[arg-type]
+        await asyncio.wait_for(waiting, 5)
+        assert gateway.snapshot is not before
+        again = asyncio.ensure_future(gateway.services.snapshot_swapped())  # a new wait needs a new swap
+        await asyncio.sleep(0)
+        assert not again.done()
+        again.cancel()
+    finally:
+        await gateway.close()
+
+
+async def test_close_runs_the_fronts_close_hooks_even_when_one_fails() -> None:
+    gateway = await started_gateway(config(MATH))
+    ran: list[str] = []
+
+    async def failing() -> None:
+        ran.append("failing")
+        raise RuntimeError("on purpose")
+
+    async def fine() -> None:
+        ran.append("fine")
+        assert "math" in gateway.backends and not gateway.ready  # before the backends close, after admission stops
+
+    gateway.services.at_close(fine)
+    gateway.services.at_close(failing)
+    await gateway.close()
+    assert ran == ["failing", "fine"]  # newest first, and the failure stopped nothing
+
+
 async def test_a_backend_added_by_a_reload_serves_its_tools_and_the_others_are_kept() -> None:
     gateway = await started_gateway(config(MATH))
     try:

@@ -10,7 +10,7 @@ import contextlib
 import json
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -46,6 +46,9 @@ fronts:
     progress_interval_s: 0.1
     servers:
       mathonly: {{include: ["Math_*"], exclude: ["Math_Divide"]}}
+  metrics: {{enabled: true}}
+middleware:
+  - use: gateway.metrics:Metrics
 auth:
   api_keys:
     - {{name: full, key: {FULL_KEY}}}
@@ -152,23 +155,27 @@ async def test_progress_notifications_while_a_call_runs(base: str, mode: str, ve
 async def test_cancelled_notification_ends_the_dispatch(base: str) -> None:
     """The client gives up on a long call (notifications/cancelled): the gateway's call ends with it."""
     async with client(f"{base}/mcp", "legacy") as mcp:
-        with anyio.move_on_after(1):
-            await mcp.call_tool("Demo_Sleep", {"seconds": 60})
+        async with anyio.create_task_group() as group:
+            group.start_soon(mcp.call_tool, "Demo_Sleep", {"seconds": 60})
+            # The gateway is running the call (so the count below can tell the call ended).
+            assert await calls_in_flight(base, lambda count: count == 1) == 1
+            group.cancel_scope.cancel()  # the SDK client sends notifications/cancelled
         # The session stays usable, and the gateway is not running the abandoned call any more.
         assert texts(await mcp.call_tool("Math_Add", {"a": 1, "b": 1})) == "2"
-    assert await running_calls(base) == 0
+    assert await calls_in_flight(base, lambda count: count == 0) == 0
 
 
-async def running_calls(base: str) -> float:
-    """The gateway's own count of calls in progress (its metrics), once it settles; bounded."""
+async def calls_in_flight(base: str, settled: Callable[[float], bool]) -> float:
+    """The MCP front's count of calls in flight (the gateway's metrics), once `settled` says so; bounded."""
     deadline = time.monotonic() + WAIT_S
     value = -1.0
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {FULL_KEY}"}) as http:
         while time.monotonic() < deadline:
             text = (await http.get(f"{base}/metrics")).text
-            lines = [line for line in text.splitlines() if line.startswith("toolplex_calls_in_progress")]
-            value = sum(float(line.rsplit(" ", 1)[1]) for line in lines)
-            if value == 0:
+            prefix = 'toolplex_calls_in_flight{front="mcp"} '
+            lines = [line for line in text.splitlines() if line.startswith(prefix)]
+            value = float(lines[0].removeprefix(prefix)) if lines else 0.0
+            if settled(value):
                 return value
             await anyio.sleep(0.05)
     return value
