@@ -132,6 +132,9 @@ class CallContext:
     peer: Any = field(default=None, repr=False, compare=False)
     # What backends report about the run itself (e.g. {"abandoned": "thread"}); ends up in failure details.
     notes: dict[str, Any] = field(default_factory=dict)
+    # Cleared by a backend whose value depends on more than the arguments (the caller's answers to the
+    # tool's questions) or is no final value (a handle the caller polls): the result cache keeps none of it.
+    cacheable: bool = True
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())

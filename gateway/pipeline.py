@@ -390,7 +390,7 @@ class Pipeline:
         if hit is not MISS:
             return Outcome(call_id=call.context.call_id, spec=spec, value=hit, cached=True)
         outcome = await next_(call)
-        if outcome.error is None:
+        if outcome.error is None and call.context.cacheable:
             self.cache.put(spec, call.arguments, outcome.value)
         return outcome
 

@@ -41,7 +41,7 @@ from mcp_types import Implementation, PaginatedRequestParams, ToolListChangedNot
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from adapters.mcp import codec, relay
+from adapters.mcp import codec, relay, tasks
 from adapters.mcp.http import EXCHANGE, Exchange, http_client
 from adapters.mcp.settings import McpBackendSettings
 from adapters.mcp.stdio import ServerProcess, child_env, connect
@@ -49,7 +49,7 @@ from adapters.stdio import describe_exit
 from gateway.backends import BackendContext, BaseBackend, Health
 from gateway.breaker import CircuitBreaker, Permit
 from gateway.catalog import distinct_specs
-from gateway.errors import ErrorKind, GatewayError
+from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import FLAT_NAME_PATTERN, CallContext, ToolSpec
 from gateway.observability import register_secrets
 from gateway.upstream import UPSTREAMS, Credentials, failure_for_status
@@ -109,6 +109,7 @@ class Link:
         self.dead = asyncio.Event()  # the connection ended: the process exited, or the link was closed
         self.closing = False
         self.handshake = Exchange()  # what the HTTP requests of the handshake met
+        self.pending: dict[relay.Pending, None] = {}  # requests in flight on this connection (`_calling`)
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -119,6 +120,16 @@ class Link:
     @property
     def era(self) -> str:
         return "modern" if self.protocol_version in MODERN_PROTOCOL_VERSIONS else "legacy"
+
+    def sole(self) -> relay.Pending | None:
+        """Over stdio, the one request in flight (a message without request context is about it); else None.
+
+        Over HTTP every message runs in its request's own context (`relay`): a message without one
+        belongs to no caller, and must not be handed to whoever happens to be waiting.
+        """
+        if self.process is None or len(self.pending) != 1:
+            return None
+        return next(iter(self.pending))
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         if self.process is not None:
@@ -158,10 +169,8 @@ class Link:
                 message_handler=self._on_message,
                 client_info=_client_info(),
                 # Each question or log line is relayed to the MCP caller of the request it belongs to.
-                logging_callback=relay.on_log,
-                sampling_callback=relay.on_sampling,
-                elicitation_callback=relay.on_elicitation,
-                list_roots_callback=relay.on_roots,
+                **relay.callbacks(self.sole),
+                extensions=[tasks.Relaying()],  # a tools/call may answer a task, which its caller polls
             ) as client:
                 self.client = client
                 self.protocol_version = client.protocol_version
@@ -170,11 +179,11 @@ class Link:
                 EXCHANGE.set(None)  # what this task starts from now on is the connection's own traffic
                 ready.set_result(None)
                 backend.connected(self, client)
-                async with anyio.create_task_group() as tasks:
+                async with anyio.create_task_group() as group:
                     if self.era == "modern" and _lists_changes(client):
-                        tasks.start_soon(self._listen, client)
+                        group.start_soon(self._listen, client)
                     await _first(self._stop, self.dead)
-                    tasks.cancel_scope.cancel()
+                    group.cancel_scope.cancel()
         except BaseException as exc:
             if not ready.done():
                 if self.process is not None and not isinstance(exc, asyncio.CancelledError):
@@ -261,6 +270,8 @@ class McpBackend(BaseBackend):
         self.tools_changed = asyncio.Event()  # set by every list_changed the server sends
         self.rediscover = context.rediscover
         self.protocol_version: str | None = None
+        # What the server advertised under `capabilities.extensions` on 2026-07-28 (the last connection's).
+        self.extensions: dict[str, Any] = {}
         self._http: httpx2.AsyncClient | None = None
         self._link: Link | None = None
         self._lock = asyncio.Lock()
@@ -301,6 +312,8 @@ class McpBackend(BaseBackend):
 
     def connected(self, link: Link, client: Client) -> None:
         self.protocol_version = link.protocol_version
+        advertised = client.server_capabilities.extensions if link.era == "modern" else None
+        self.extensions = dict(advertised or {})
         server = client.server_info
         log.info(
             "mcp_connected",
@@ -590,7 +603,7 @@ class McpBackend(BaseBackend):
         link = await self._ensure_link(context.deadline)
         assert link.client is not None
         caller = relay.caller_of(context.peer)
-        async with self._exchange(context) as exchange, _calling(caller):
+        async with self._exchange(context) as exchange, _calling(link, caller) as pending:
             try:
                 remaining = context.remaining()
                 async with asyncio.timeout(remaining):
@@ -608,14 +621,21 @@ class McpBackend(BaseBackend):
                 await self._settle(exc, link)
                 if caller is not None and _answered(exc, exchange):  # the MCP caller gets the server's own error
                     context.notes["mcp_error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
+                if pending.declined is not None and _answered(exc, exchange):
+                    raise GatewayError(self._unanswerable(binding.name, pending.declined)) from None
                 raise self._request_failure(exc, exchange, link, "tools/call") from None
             except (ValidationError, RuntimeError) as exc:  # a result the SDK could not read, or off its outputSchema
                 self.breaker.failure()
                 raise self.unavailable(f"its answer to tools/call is malformed: {exc}") from None
-        answer = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if isinstance(result, tasks.CreatedTask):
+            answer = tasks.wire(result)  # as it came: the caller polls the task (its front knows)
+        else:
+            answer = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         self.breaker.success()
         context.notes["mcp_result"] = answer  # the whole result, for a front that passes MCP on unchanged
-        if isinstance(result, types.InputRequiredResult):
+        if pending.asked or isinstance(result, types.InputRequiredResult | tasks.CreatedTask) or _answers(caller):
+            context.cacheable = False  # it depends on the caller's answers, or is no result yet
+        if isinstance(result, types.InputRequiredResult | tasks.CreatedTask):
             return answer  # the caller answers the questions and sends the call again (its front knows)
         if result.is_error:
             raise GatewayError(codec.failure_of_result(self.name, binding.name, answer))
@@ -624,10 +644,11 @@ class McpBackend(BaseBackend):
     @staticmethod
     async def _send_call(
         link: Link, name: str, arguments: dict[str, Any], remaining: float | None, caller: relay.Caller | None
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | tasks.CreatedTask:
         """One tools/call. For an MCP caller: its progress, log level and, on 2026-07-28, its answers to
         an `InputRequiredResult`; a 2026-07-28 caller gets such a result back to answer itself, any
-        other caller is asked each question in turn by the SDK's input loop (through `relay`)."""
+        other caller is asked each question in turn by the SDK's input loop (through `relay`). A
+        2026-07-28 caller that declared the tasks extension may get the task the server created."""
         assert link.client is not None
         if caller is None:
             return await link.client.call_tool(name, arguments, read_timeout_seconds=remaining)
@@ -642,8 +663,9 @@ class McpBackend(BaseBackend):
                 request_state=caller.request_state,
                 meta=meta,  # type: ignore[arg-type]
                 allow_input_required=True,
+                allow_claimed=True,
             )
-            if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
+            if not isinstance(result, types.CallToolResult | types.InputRequiredResult | tasks.CreatedTask):
                 raise RuntimeError(f"an answer of an extension this gateway does not relay ({type(result).__name__})")
             return result
         return await link.client.call_tool(
@@ -657,8 +679,8 @@ class McpBackend(BaseBackend):
     # ---- resources, prompts, completions: relayed as they are ----
 
     async def pass_through(self, method: str, params: dict[str, Any], caller: relay.Caller | None) -> dict[str, Any]:
-        """One request of the MCP front's pass-through (`resources/*`, `prompts/*`, `completion/complete`)
-        sent to this server, its result as the server gave it (JSON, by alias).
+        """One request of the MCP front's pass-through (`resources/*`, `prompts/*`, `completion/complete`,
+        `tasks/*`) sent to this server, its result as the server gave it (JSON, by alias).
 
         The server's own JSON-RPC error is raised as it came (`MCPError`); a transport failure or an
         HTTP error status as the `GatewayError` a tool call would meet. Never sent twice.
@@ -666,7 +688,7 @@ class McpBackend(BaseBackend):
         remaining = self.settings.timeouts_s.read
         link = await self._ensure_link(time.monotonic() + remaining)
         assert link.client is not None
-        async with self._exchange(None) as exchange, _calling(caller):
+        async with self._exchange(None) as exchange, _calling(link, caller):
             try:
                 async with asyncio.timeout(remaining):
                     result = await _relayed(link, method, params, caller)
@@ -682,6 +704,8 @@ class McpBackend(BaseBackend):
                 raise (failure.error if isinstance(failure, _SendAgain) else failure) from None
             except (ValidationError, RuntimeError) as exc:
                 raise self.unavailable(f"its answer to {method} is malformed: {exc}") from None
+        if isinstance(result, tasks.TaskAnswer):
+            return tasks.wire(result)
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     @property
@@ -706,6 +730,19 @@ class McpBackend(BaseBackend):
         """A stdio connection that closed: its process's exit status and last words belong in the error."""
         if exc.code == codec.CONNECTION_CLOSED and link.process is not None:
             await link.process.settle(SETTLE_S)
+
+    def _unanswerable(self, tool: str, capability: str) -> Failure:
+        """The server asked the caller a question it cannot answer, and so failed the call: the tool's
+        failure for this caller, not a fault of the server (no breaker, no retry)."""
+        return Failure(
+            kind=ErrorKind.TOOL_FAILED,
+            message=(
+                f"Tool {tool!r} of upstream {self.name!r} asked its client for {capability}, which this caller "
+                "cannot answer; call it through the MCP front from a client that declares that capability"
+            ),
+            developer_message=f"the {capability} request was declined: no MCP caller that declared it",
+            can_retry=False,
+        )
 
     def _request_failure(self, exc: MCPError, exchange: Exchange, link: Link, method: str) -> GatewayError | _SendAgain:
         """An MCPError as the caller's error; `_SendAgain` when the request provably never reached the server."""
@@ -794,13 +831,22 @@ def _answered(exc: MCPError, exchange: Exchange) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def _calling(caller: relay.Caller | None) -> AsyncIterator[None]:
-    """`relay.CALLER` set for the requests sent inside the block: what the server says back reaches `caller`."""
-    token = relay.CALLER.set(caller)
+async def _calling(link: Link, caller: relay.Caller | None) -> AsyncIterator[relay.Pending]:
+    """The requests sent inside the block are in flight for `caller`: what the server says back reaches it."""
+    pending = relay.Pending(caller)
+    token, pending_token = relay.CALLER.set(caller), relay.PENDING.set(pending)
+    link.pending[pending] = None
     try:
-        yield
+        yield pending
     finally:
+        link.pending.pop(pending, None)
+        relay.PENDING.reset(pending_token)
         relay.CALLER.reset(token)
+
+
+def _answers(caller: relay.Caller | None) -> bool:
+    """The request carries a 2026-07-28 caller's answers to an earlier `InputRequiredResult`."""
+    return caller is not None and (caller.input_responses is not None or caller.request_state is not None)
 
 
 async def _relayed(link: Link, method: str, params: dict[str, Any], caller: relay.Caller | None) -> Any:
@@ -837,6 +883,13 @@ async def _relayed(link: Link, method: str, params: dict[str, Any], caller: rela
         request = types.CompleteRequestParams.model_validate(params, by_name=False)
         context = request.context.arguments if request.context is not None else None
         return await session.complete(request.ref, request.argument.model_dump(), context_arguments=context)
+    if method in tasks.METHODS:
+        if not answers:
+            raise MCPError(types.METHOD_NOT_FOUND, "Method not found", data=method)  # no tasks off 2026-07-28
+        request = tasks.TaskRequest(method=method, params=tasks.TaskParams.model_validate(params, by_name=False))
+        if meta:
+            request.params.meta = {**(request.params.meta or {}), **meta}  # type: ignore[typeddict-item]
+        return await session.send_request(request, tasks.TaskAnswer)
     if method in ("resources/subscribe", "resources/unsubscribe"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)

@@ -42,13 +42,14 @@ from mcp.server.models import InitializationOptions
 from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, EventStore
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from adapters.mcp import codec, direct, passthrough
+from adapters.mcp import codec, direct, passthrough, tasks
 from adapters.mcp.passthrough import Passthrough, progress_token
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import json_response
@@ -345,6 +346,9 @@ class Endpoint:
                 on_set_logging_level=self.passthrough.set_logging_level,
             )
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._initialized)
+        # The MCP backends' tasks (io.modelcontextprotocol/tasks): tasks/* relayed, advertised on 2026-07-28.
+        self.passthrough.tasks.register(server, self._principal)
+        server.extensions_now = lambda: self.passthrough.tasks.advertised(_CALLER.get())
         return server
 
     def _principal(self, ctx: Ctx) -> Principal | None:
@@ -466,7 +470,7 @@ class Endpoint:
             next_cursor=encode_cursor(offset + size) if more else None,
         )
 
-    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult | dict[str, Any]:
         principal = self._principal(ctx)
         self._remember(ctx)
         arguments = dict(params.arguments or {})
@@ -497,7 +501,7 @@ class Endpoint:
 
     async def _call(
         self, ctx: Ctx, principal: Principal | None, name: str, arguments: dict[str, Any], params: Any = None
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         spec = self.find(name, principal)
         if spec is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
@@ -518,6 +522,8 @@ class Endpoint:
             raw = context.notes.get("mcp_result")
             if isinstance(raw, dict) and raw.get("resultType") == "input_required":
                 return types.InputRequiredResult.model_validate(raw, by_name=False)
+            if isinstance(raw, dict) and raw.get("resultType") == tasks.CREATED:  # its id sealed for this caller
+                return await self.passthrough.tasks.created(principal, (outcome.spec or spec).backend, raw)
             return call_result(outcome.spec or spec, outcome.value)
         failure = outcome.error
         answered = context.notes.get("mcp_error")
@@ -704,6 +710,23 @@ class _Server(Server[Any]):
     ) -> InitializationOptions:
         options = notification_options or NotificationOptions(tools_changed=True)
         return super().create_initialization_options(options, experimental_capabilities, extensions or {})
+
+    # The extensions the MCP backends bring, for this request's caller (`server/discover` on 2026-07-28 only).
+    extensions_now: Callable[[], dict[str, dict[str, Any]]] | None = None
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        if extensions is None and self.extensions_now is not None and protocol_version in MODERN_PROTOCOL_VERSIONS:
+            extensions = {**self.extensions, **self.extensions_now()} or None
+        return super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
 
 
 # One set of endpoints per gateway (its FrontServices), by path: they outlive reloads.

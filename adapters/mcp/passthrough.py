@@ -12,6 +12,8 @@ backend that owns them and back unchanged (results and the server's JSON-RPC err
   template matches it, else (one backend) to that one; completion goes to the prompt's or template's owner.
 - A caller sees the resources and prompts of a backend when it may call one of its tools here (or
   may call every tool, on the main endpoint).
+- The tasks a backend's tools create (`io.modelcontextprotocol/tasks`, 2026-07-28) are relayed by
+  `adapters.mcp.tasks`: `tasks/*` goes to the backend that created the task.
 - Handshake-era subscriptions are the front's own: a URI is subscribed upstream for the first
   session that asks, and the server's `notifications/resources/updated` reaches every session
   that subscribed to it; list changes reach every open session.
@@ -32,6 +34,7 @@ from mcp.shared.uri_template import UriTemplate
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from adapters.mcp import codec, relay
+from adapters.mcp.tasks import Tasks
 from gateway.errors import GatewayError
 from gateway.model import Principal
 
@@ -159,6 +162,7 @@ class Passthrough:
         self.templates: dict[str, tuple[str, UriTemplate]] = {}  # template -> (backend, parsed)
         self.log_levels: collections.OrderedDict[str, str] = collections.OrderedDict()  # session id -> level
         self.subscribed: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()  # (uri, session)
+        self.tasks = Tasks(self)  # the backends' tasks (io.modelcontextprotocol/tasks), relayed
 
     # ---- which backends ----
 

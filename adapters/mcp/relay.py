@@ -10,8 +10,13 @@ message a server sends on a request's own stream in the context of the task that
 (its memory streams carry the sender's `contextvars`), so the caller is found through `CALLER`, set
 around each relayed request: a log line or a question reaches the caller whose request caused it,
 never another. Over stdio the server's messages arrive on one pipe read by one task, so there is no
-such context: logs and questions of a stdio server reach no caller (they are logged, and a question
-is declined), while progress, which names its request, still does.
+such context: there a log line or a question goes to the caller of the one request in flight on the
+connection, and while two or more are in flight it reaches none (logged, or declined), as it cannot be
+told whose it is. Progress names its request, so it always reaches its caller.
+
+Each request in flight is a `Pending`: it also records whether the server asked its caller anything
+(the answer then depends on more than the arguments, so it is not cached) and which question was
+declined (the call then failed for want of a client that can answer, not for a fault of the server).
 
 `Caller` is what a front of this protocol hands the backend (as `CallContext.peer`); the front
 implements it, the backend uses it, neither knows the other.
@@ -20,7 +25,7 @@ implements it, the backend uses it, neither knows the other.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 import mcp_types as types
@@ -31,6 +36,7 @@ log = structlog.get_logger("toolplex.mcp")
 
 LOG_LEVEL_META_KEY: Final = "io.modelcontextprotocol/logLevel"
 CLIENT_CAPABILITIES_META_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"  # SEP-2663 (adapters.mcp.tasks relays it)
 
 
 class Caller(Protocol):
@@ -78,6 +84,31 @@ class Caller(Protocol):
 CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("toolplex_mcp_caller", default=None)
 
 
+class Pending:
+    """One request in flight on a connection, as the server's messages about it see it."""
+
+    __slots__ = ("asked", "caller", "declined")
+
+    def __init__(self, caller: Caller | None) -> None:
+        self.caller = caller
+        self.asked = False  # the server put a question to the caller (the answer depends on its reply)
+        self.declined: str | None = None  # the capability of a question no one could answer
+
+
+PENDING: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("toolplex_mcp_pending", default=None)
+Sole = Callable[[], Pending | None]  # a connection's one request in flight (stdio), else None
+
+
+def _no_sole() -> Pending | None:
+    return None
+
+
+def _pending(sole: Sole) -> Pending | None:
+    """The request a server's message belongs to: the one in whose context it runs, else the sole one."""
+    found = PENDING.get()
+    return found if found is not None else sole()
+
+
 def caller_of(peer: Any) -> Caller | None:
     """A `CallContext.peer` that is an MCP caller (another front's peer is none of this module's business)."""
     return peer if isinstance(peer, CallerBase) else None
@@ -90,8 +121,9 @@ class CallerBase:
 # ---- the connection's callbacks: each finds the caller of the request the message belongs to ----
 
 
-async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-    caller = CALLER.get()
+async def on_log(params: types.LoggingMessageNotificationParams, sole: Sole = _no_sole) -> None:
+    pending = _pending(sole)
+    caller = pending.caller if pending is not None else None
     if caller is None:
         log.debug("mcp_upstream_log", level=params.level, logger=params.logger)
         return
@@ -107,11 +139,16 @@ def _asker(
 ) -> Callable[..., Any]:
     """A callback that puts the upstream's question to the caller, if the caller declared `capability`."""
 
-    async def ask(context: ClientRequestContext, params: Any = None) -> Any:
-        caller = CALLER.get()
+    async def ask(context: ClientRequestContext, params: Any = None, sole: Sole = _no_sole) -> Any:
+        pending = _pending(sole)
+        caller = pending.caller if pending is not None else None
         if caller is None or capability not in caller.capabilities:
             log.info("mcp_question_declined", capability=capability, caller=caller is not None)
+            if pending is not None:
+                pending.declined = capability
             return _declined(capability)
+        assert pending is not None
+        pending.asked = True
         try:
             return await caller.ask(request_of(params), result_type)
         except Exception as exc:  # the caller refused or went away: the upstream gets an error answer
@@ -125,17 +162,32 @@ on_sampling = _asker("sampling", lambda params: types.CreateMessageRequest(param
 on_elicitation = _asker("elicitation", lambda params: types.ElicitRequest(params=params), types.ElicitResult)
 
 
-async def on_roots(context: ClientRequestContext) -> Any:
-    return await _asker("roots", lambda _params: types.ListRootsRequest(), types.ListRootsResult)(context)
+_ask_roots = _asker("roots", lambda _params: types.ListRootsRequest(), types.ListRootsResult)
+
+
+async def on_roots(context: ClientRequestContext, sole: Sole = _no_sole) -> Any:
+    return await _ask_roots(context, None, sole)
+
+
+def callbacks(sole: Sole) -> Mapping[str, Callable[..., Any]]:
+    """The SDK client's callbacks for one connection; `sole` finds its one request in flight where the
+    server's messages carry no request context (stdio), and is `_no_sole` where they do (HTTP)."""
+    return {
+        "logging_callback": lambda params: on_log(params, sole),
+        "sampling_callback": lambda context, params: on_sampling(context, params, sole),
+        "elicitation_callback": lambda context, params: on_elicitation(context, params, sole),
+        "list_roots_callback": lambda context: on_roots(context, sole),
+    }
 
 
 def stamp_caller_capabilities(session: Any) -> None:
     """Make each 2026-07-28 request declare its caller's capabilities, not the connection's.
 
     The SDK stamps every request's `_meta` with the capabilities of the client object, which here
-    declares all three kinds of question (it relays them). A server must not ask what the real client
-    cannot answer, so the caller's own declaration replaces them; a request with no caller (another
-    front's, a discovery) declares none. Wraps the SDK session's private stamp: it has no public hook.
+    declares all three kinds of question (it relays them) and the tasks extension (it reads a task).
+    A server must not ask what the real client cannot answer, nor create a task it cannot poll, so the
+    caller's own declaration replaces them (`declared`); a request with no caller (another front's, a
+    discovery) declares none. Wraps the SDK session's private stamp: it has no public hook.
     """
     original = session._stamp
 
@@ -143,10 +195,31 @@ def stamp_caller_capabilities(session: Any) -> None:
         original(data, opts)
         meta = (data.get("params") or {}).get("_meta")
         if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
-            caller = CALLER.get()
-            meta[CLIENT_CAPABILITIES_META_KEY] = dict(caller.capabilities) if caller is not None else {}
+            meta[CLIENT_CAPABILITIES_META_KEY] = declared(CALLER.get())
 
     session._stamp = stamp
+
+
+def declared(caller: Caller | None) -> dict[str, Any]:
+    """The capabilities a relayed request declares upstream: its caller's, as the caller sent them, but
+    the tasks extension only for a 2026-07-28 caller (a handshake-era one has no `tasks/get` to poll with)."""
+    if caller is None:
+        return {}
+    capabilities = dict(caller.capabilities)
+    if not caller.modern:
+        without(capabilities, "extensions", TASKS_EXTENSION)
+    return capabilities
+
+
+def without(holder: dict[str, Any], member: str, key: str) -> None:
+    """Drop `key` from the object `holder[member]` (replaced by a copy), and the member once it is empty."""
+    inner = holder.get(member)
+    if isinstance(inner, dict) and key in inner:
+        kept = {k: v for k, v in inner.items() if k != key}
+        if kept:
+            holder[member] = kept
+        else:
+            del holder[member]
 
 
 def request_meta(caller: Caller | None) -> dict[str, Any] | None:

@@ -159,6 +159,16 @@ async def test_failures_are_not_cached() -> None:
     assert cached["result"]["metadata"]["value"] == ran["result"]["metadata"]["value"]
 
 
+async def test_a_value_its_backend_calls_not_cacheable_is_not_cached() -> None:
+    """An MCP backend clears `cacheable` when the value came of the caller's answers, or is a task handle."""
+    config = BUILTIN_BACKENDS + PROBE + "    cache: {ttl_s: 60}\n"
+    async with asgi_client(config) as client:
+        first = (await client.post("/rpc", json=execute("Probe_Interim", {"key": "k"}))).json()["result"]
+        again = (await client.post("/rpc", json=execute("Probe_Interim", {"key": "k"}))).json()["result"]
+    assert again["metadata"]["cached"] is False
+    assert again["metadata"]["value"]["run"] == first["metadata"]["value"]["run"] + 1  # it ran again
+
+
 async def test_without_a_cache_block_nothing_is_cached() -> None:
     async with asgi_client(BUILTIN_BACKENDS + PROBE) as client:
         a = (await client.post("/rpc", json=execute("Probe_Count", {"key": "k"}))).json()["result"]

@@ -51,6 +51,13 @@ def count(key: str) -> dict[str, Any]:
     return {"key": key, "run": next(_counter)}
 
 
+@tool(name="Interim", side_effects=False)
+def interim(key: str, context: CallContext) -> dict[str, Any]:
+    """Like Count, but says its value depends on more than its arguments (as a tool's question would)."""
+    context.cacheable = False
+    return {"key": key, "run": next(_counter)}
+
+
 @tool(name="Effect")
 def effect(key: str) -> dict[str, Any]:
     """Like Count, but declares side effects (the default), so it is never cached."""
@@ -107,4 +114,4 @@ def private() -> str:
     return "secret"
 
 
-toolkit = Toolkit("Probe", [hang, block, count, effect, flaky, greet, whoami, rendezvous, private])
+toolkit = Toolkit("Probe", [hang, block, count, interim, effect, flaky, greet, whoami, rendezvous, private])
