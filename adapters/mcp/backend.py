@@ -72,6 +72,7 @@ MIN_RETRY_AFTER_MS = 1000
 CLOSE_MARGIN_S = 3.0  # what closing a link may take beyond the process's stop grace
 SETTLE_S = 1.0  # how long an error waits for a dying stdio process's exit status and stderr
 LISTEN_PAUSE_S = 0.5  # first pause before a `subscriptions/listen` stream that ended is opened again
+MAX_WATCHED = 256  # resource URIs one listen stream asks updates of (the MCP front's subscriptions), at most
 # The SDK's HTTP client logs each request's URL at INFO (and headers at DEBUG), its transport the session id:
 # warnings only, as the gateway keeps httpx and httpcore.
 QUIET_LOGGERS = ("httpx2", "httpcore2", "mcp.client.streamable_http")
@@ -110,6 +111,9 @@ class Link:
         self.closing = False
         self.handshake = Exchange()  # what the HTTP requests of the handshake met
         self.pending: dict[relay.Pending, None] = {}  # requests in flight on this connection (`_calling`)
+        self.relisten = asyncio.Event()  # 2026 era: the URIs to watch changed; open the listen stream again
+        self.listened = 0  # how many watch changes the open listen stream reflects (`McpBackend.watch`)
+        self._listen_acked = asyncio.Condition()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -180,7 +184,7 @@ class Link:
                 ready.set_result(None)
                 backend.connected(self, client)
                 async with anyio.create_task_group() as group:
-                    if self.era == "modern" and _lists_changes(client):
+                    if self.era == "modern" and _listens(client):
                         group.start_soon(self._listen, client)
                     await _first(self._stop, self.dead)
                     group.cancel_scope.cancel()
@@ -209,24 +213,77 @@ class Link:
             log.debug("mcp_transport_error", backend=self.backend.name, error=repr(message))
 
     async def _listen(self, client: Client) -> None:
-        """2026 era: changes come on a `subscriptions/listen` stream. One that ends is opened again after a
-        pause (doubling up to 30 s, from 1 s again after a stream that lasted a minute) while the link lives."""
+        """2026 era: changes come on a `subscriptions/listen` stream: the tool, prompt and resource lists',
+        and updates of the resources the MCP front's callers subscribed to (`McpBackend.watched`). One
+        that ends is opened again after a pause (doubling up to 30 s, from 1 s again after a stream that
+        lasted a minute) while the link lives; a change of the watched URIs opens it again at once."""
         pause = LISTEN_PAUSE_S
+        reopened = False
         while not self.dead.is_set():
             opened = time.monotonic()
+            wanted = self.backend.watch_changes
+            self.relisten.clear()
             try:
-                async with client.listen(tools_list_changed=True) as subscription:
-                    async for event in subscription:
-                        if isinstance(event, ToolsListChanged):
-                            self.backend.tools_listing_changed(self)
+                async with client.listen(
+                    tools_list_changed=True,
+                    prompts_list_changed=True,
+                    resources_list_changed=True,
+                    resource_subscriptions=tuple(self.backend.watched),
+                ) as subscription:
+                    async with self._listen_acked:
+                        self.listened = wanted
+                        self._listen_acked.notify_all()
+                    if reopened:  # a change in the moment between the two streams would be lost: look again
+                        self.backend.tools_listing_changed(self)
+                    if await self._follow(subscription):
+                        reopened = True
+                        continue  # the watched URIs changed: the new filter at once
                 reason = "the server closed it"
             except (MCPError, SubscriptionLost, TimeoutError) as exc:
                 reason = str(exc) or type(exc).__name__
+            reopened = False
             if self.closing:
                 return
             pause = LISTEN_PAUSE_S if time.monotonic() - opened >= WINDOW_S else min(MAX_BACKOFF_S, pause * 2)
             log.info("mcp_listen_ended", backend=self.backend.name, reason=reason, again_in_s=pause)
             await anyio.sleep(pause)
+
+    async def _follow(self, subscription: Any) -> bool:
+        """Pass on the stream's events until it ends (False) or the watched URIs change (True)."""
+        ended: BaseException | None = None
+        async with anyio.create_task_group() as group:
+
+            async def read() -> None:
+                nonlocal ended
+                try:
+                    async for event in subscription:
+                        await self._event(event)
+                    ended = EOFError()
+                except (MCPError, SubscriptionLost) as exc:
+                    ended = exc
+                group.cancel_scope.cancel()
+
+            group.start_soon(read)
+            await self.relisten.wait()
+            group.cancel_scope.cancel()
+        if isinstance(ended, MCPError | SubscriptionLost):
+            raise ended
+        return ended is None
+
+    async def _event(self, event: Any) -> None:
+        """A listen stream's event. Its frames also reach the client's message handler (`_on_message`), which
+        passes resource and prompt notices on: only a tool list change is the link's own business."""
+        if isinstance(event, ToolsListChanged):
+            self.backend.tools_listing_changed(self)
+
+    async def listening(self, wanted: int, timeout: float) -> bool:
+        """Wait (at most `timeout` s) until the listen stream reflects watch change number `wanted`."""
+        async with self._listen_acked:
+            try:
+                await asyncio.wait_for(self._listen_acked.wait_for(lambda: self.listened >= wanted), timeout)
+            except TimeoutError:
+                return False
+        return True
 
     async def close(self) -> None:
         """Leave the connection (stopping its process); bounded by the process's stop grace and a margin."""
@@ -242,9 +299,12 @@ class Link:
             await asyncio.wait({task}, timeout=budget)
 
 
-def _lists_changes(client: Client) -> bool:
-    tools = client.server_capabilities.tools
-    return tools is not None and bool(tools.list_changed)
+def _listens(client: Client) -> bool:
+    """The server has changes to tell on a listen stream: of its lists, or of resources it lets one watch."""
+    capabilities = client.server_capabilities
+    lists = (capabilities.tools, capabilities.prompts, capabilities.resources)
+    resources = capabilities.resources
+    return any(c is not None and bool(c.list_changed) for c in lists) or bool(resources and resources.subscribe)
 
 
 async def _first(*events: asyncio.Event) -> None:
@@ -272,6 +332,9 @@ class McpBackend(BaseBackend):
         self.protocol_version: str | None = None
         # What the server advertised under `capabilities.extensions` on 2026-07-28 (the last connection's).
         self.extensions: dict[str, Any] = {}
+        # 2026 era: resource URIs the listen stream asks updates of (the MCP front's subscriptions), oldest first.
+        self.watched: dict[str, None] = {}
+        self.watch_changes = 0
         self._http: httpx2.AsyncClient | None = None
         self._link: Link | None = None
         self._lock = asyncio.Lock()
@@ -281,7 +344,9 @@ class McpBackend(BaseBackend):
         self._next_start = 0.0  # monotonic time before which no new process is started
         self._last_death: str | None = None
         self._revive: asyncio.Task[None] | None = None
-        self._listeners: dict[int, Callable[[Any], Awaitable[None]]] = {}
+        # Who hears what the server says of its resources and prompts; keyed by the listener itself: a bound
+        # method is a new object at each access, but equal (and of equal hash) to the others of its object.
+        self._listeners: dict[Callable[[Any], Awaitable[None]], None] = {}
         if settings.transport == "stdio":
             register_secrets(settings.env.values())  # the server's credentials: never in a log line
         _quiet_sdk_loggers()
@@ -714,12 +779,30 @@ class McpBackend(BaseBackend):
         link = self._link
         return link.era if link is not None and link.alive else None
 
+    async def watch(self, uri: str, on: bool) -> None:
+        """2026 era: ask the listen stream for updates of `uri` (or stop); returns once the server took the
+        new filter, or after the read timeout (the stream then takes it when it opens again)."""
+        if on:
+            self.watched.pop(uri, None)
+            self.watched[uri] = None
+            while len(self.watched) > MAX_WATCHED:
+                del self.watched[next(iter(self.watched))]
+        elif self.watched.pop(uri, False) is False:
+            return
+        self.watch_changes += 1
+        link = self._link
+        if link is None or not link.alive or link.era != "modern":
+            return
+        link.relisten.set()
+        if not await link.listening(self.watch_changes, self.settings.timeouts_s.read):
+            log.info("mcp_watch_not_acknowledged", backend=self.name, uri=uri[:200])
+
     def listen(self, listener: Callable[[Any], Awaitable[None]]) -> None:
         """Have `listener` hear what the server says of its resources and prompts (`NOTICES`)."""
-        self._listeners[id(listener)] = listener
+        self._listeners[listener] = None
 
     async def announce(self, notice: Any) -> None:
-        for listener in list(self._listeners.values()):
+        for listener in list(self._listeners):
             try:
                 await listener(notice)
             except Exception as exc:  # one listener's failure is not the connection's

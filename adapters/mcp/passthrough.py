@@ -331,13 +331,16 @@ class Passthrough:
         backend = await self._resource_owner(ctx, principal, uri)
         others = any(u == uri and s != session for u, s in self.subscribed)
         if backend.era == "modern":
-            # A 2026-07-28 server has no resources/subscribe (its changes come on a listen stream, which
-            # this front does not open yet): the URI is checked here, and no update will follow.
+            # A 2026-07-28 server has no resources/subscribe: the URI is checked here, and the backend's
+            # listen stream asks for its updates (`McpBackend.watch`).
             if subscribe and self._owner_of(uri) is None:
                 await self._list_all(ctx, principal, "resources/list")
                 await self._list_all(ctx, principal, "resources/templates/list")
                 if self._owner_of(uri) is None:
                     raise MCPError(types.INVALID_PARAMS, "Resource not found", data={"uri": uri})
+            backend.listen(self.notice)
+            if not others:
+                await backend.watch(uri, subscribe)
         elif not others:
             backend.listen(self.notice)
             method = "resources/subscribe" if subscribe else "resources/unsubscribe"

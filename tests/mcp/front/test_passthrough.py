@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.mcp import conformance
 from tests.mcp.reference_server import PNG_BASE64
+from tests.mcp.reference_server import WATCHED_URI as WATCHED
 
 WAIT_S = 20.0
 ERAS = [pytest.param("auto", id="2026-07-28"), pytest.param("legacy", id="2025-11-25")]
@@ -133,6 +134,31 @@ async def test_a_handshake_era_subscription_is_accepted_and_an_unknown_uri_refus
         with pytest.raises(MCPError) as raised:
             await mcp.subscribe_resource("test://no-such-thing")
     assert raised.value.code == types.INVALID_PARAMS
+
+
+async def test_a_2026_upstreams_resource_updates_and_list_changes_reach_handshake_era_subscribers(url: str) -> None:
+    """The upstream speaks 2026-07-28 (changes on its listen stream); the caller subscribed the handshake way."""
+    updated: list[str] = []
+    heard = {"updated": asyncio.Event(), "prompts": asyncio.Event()}
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard["updated"].set()
+        elif isinstance(message, types.PromptListChangedNotification):
+            heard["prompts"].set()
+
+    async with Client(url, mode="legacy", read_timeout_seconds=WAIT_S, cache=None, message_handler=on_message) as mcp:
+        await mcp.subscribe_resource(WATCHED)
+        changed = await mcp.call_tool("test_update_watched_resource", {"text": "new words"})
+        assert changed.is_error is False
+        await asyncio.wait_for(heard["updated"].wait(), WAIT_S)
+        read = await mcp.read_resource(WATCHED)
+        assert read.contents[0].text == "new words"  # type: ignore[union-attr]
+        await mcp.call_tool("test_trigger_prompt_change", {})
+        await asyncio.wait_for(heard["prompts"].wait(), WAIT_S)
+        await mcp.unsubscribe_resource(WATCHED)
+    assert updated == [WATCHED]
 
 
 MISSING = conformance.missing_reason()
