@@ -36,10 +36,8 @@ def apply_routing(specs: list[ToolSpec], backend: BackendSettings) -> list[ToolS
         if not everything and (not _matches(spec, include) or _matches(spec, exclude)):
             continue
         changes: dict[str, Any] = {"backend": backend.name}
-        if backend.toolkit:
-            changes["toolkit"] = backend.toolkit
-        elif backend.prefix:
-            changes["toolkit"] = backend.prefix + spec.toolkit
+        if backend.renames_toolkit:
+            changes["toolkit"] = backend.routed_toolkit(spec.toolkit)
         if spec.name in rename:
             changes["name"] = rename[spec.name]
         elif spec.qualified_name in rename:

@@ -83,6 +83,14 @@ class BackendSettings(Section):
         """The cap this backend puts on every call's deadline (None: none of its own)."""
         return None
 
+    @property
+    def renames_toolkit(self) -> bool:
+        return bool(self.toolkit or self.prefix)
+
+    def routed_toolkit(self, own: str) -> str:
+        """The toolkit a tool whose own toolkit is `own` is served under: `toolkit`, else `prefix` + `own`."""
+        return self.toolkit or f"{self.prefix or ''}{own}"
+
 
 class UpstreamTimeouts(Section):
     connect: PositiveSeconds = 5

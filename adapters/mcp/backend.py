@@ -558,7 +558,7 @@ class McpBackend(BaseBackend):
         tools = await self._discover_listing()
         self.breaker.success()  # a recovered upstream is back for calls too
         source = f"backend {self.name!r} ({self.settings.url or self.settings.command})"
-        toolkit = self.settings.toolkit or f"{self.settings.prefix or ''}{self.toolkit}"
+        toolkit = self.settings.routed_toolkit(self.toolkit)
         return distinct_specs(
             tools,
             lambda entry: self._spec(entry, toolkit, source),

@@ -33,7 +33,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.uri_template import UriTemplate
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from adapters.mcp import codec, relay
+from adapters.mcp import relay
 from adapters.mcp.tasks import Tasks
 from gateway.errors import GatewayError
 from gateway.model import Principal
@@ -115,11 +115,7 @@ def progress_token(ctx: Ctx) -> str | int | None:
 def front_toolkit(backend: McpBackend) -> str | None:
     """The toolkit the routing keys put a backend's prompts under (None: their own names)."""
     settings = backend.settings
-    if settings.toolkit:
-        return settings.toolkit
-    if settings.prefix:
-        return settings.prefix + codec.default_toolkit(settings.name)
-    return None
+    return settings.routed_toolkit(backend.toolkit) if settings.renames_toolkit else None
 
 
 def prompt_name(backend: McpBackend, own: str) -> str:
