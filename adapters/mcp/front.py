@@ -598,7 +598,10 @@ class Endpoint:
                     ready.set()
                     await self._watch_catalog()
 
-            self._task = asyncio.get_running_loop().create_task(run(), name=f"mcp-sessions{self.path}")
+            # A context of its own: the first request's (its trace id, its caller) is no business of every session's.
+            self._task = asyncio.get_running_loop().create_task(
+                run(), name=f"mcp-sessions{self.path}", context=contextvars.Context()
+            )
             self.services.at_close(self._stop)
         await self._ready.wait()
 
