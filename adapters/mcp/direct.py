@@ -355,8 +355,13 @@ async def _answer(
     error: types.JSONRPCError | None = None
     try:
         if silent:
-            result = await endpoint._call(ctx, principal, name, arguments, None)
-            result = _plain(result, server) or _shape(server, version, result)
+            result = await endpoint._call(ctx, principal, name, arguments, None, wire=True)
+            if type(result) is dict:  # a success as JSON: written as it is when plain, else through the model
+                result = _plain_wire(result, server) or _shape(
+                    server, version, types.CallToolResult.model_validate(result, by_name=False)
+                )
+            else:
+                result = _plain(result, server) or _shape(server, version, result)
         else:
             call: Handler = partial(_shaped, endpoint, principal, name, arguments, server, version)
             for middleware in reversed(server.middleware):
@@ -480,6 +485,29 @@ def _plain(result: Any, server: Any) -> dict[str, Any] | None:
     structured = result.structured_content
     if structured is not None:
         if not _is_json(structured):
+            return None
+        shaped["structuredContent"] = structured
+    return _stamped(server, shaped)
+
+
+_TEXT_BLOCK: Final = {"type", "text"}  # the keys of a text block as `codec.result_of` makes it
+
+
+def _plain_wire(wire: dict[str, Any], server: Any) -> dict[str, Any] | None:
+    """`_plain` for a success still in its JSON form (`front.call_result_wire`): text blocks as the SDK would
+    write them, plain JSON `structuredContent`; None for anything else (the SDK's model then shapes it)."""
+    content = []
+    for block in wire["content"]:
+        if type(block) is not dict or block.keys() != _TEXT_BLOCK or block["type"] != "text":
+            return None
+        text = block["text"]
+        if type(text) is not str:
+            return None
+        content.append({"text": text, "type": "text"})
+    shaped: dict[str, Any] = {"content": content, "isError": False, "resultType": "complete"}
+    structured = wire.get("structuredContent")
+    if structured is not None:
+        if type(structured) is not dict or not _is_json(structured):
             return None
         shaped["structuredContent"] = structured
     return _stamped(server, shaped)

@@ -195,14 +195,18 @@ def tool_entry(spec: ToolSpec, name: str) -> types.Tool:
     return types.Tool.model_validate(wire, by_name=False)
 
 
-def call_result(spec: ToolSpec, value: Any) -> types.CallToolResult:
-    """A successful outcome as MCP: `structuredContent` (with its JSON as text) for an object value of a tool
-    that declares an object output schema or none; an MCP upstream's content blocks as they came."""
+def call_result_wire(spec: ToolSpec, value: Any) -> dict[str, Any]:
+    """A successful outcome as MCP (JSON): `structuredContent` (with its JSON as text) for an object value of
+    a tool that declares an object output schema or none; an MCP upstream's content blocks as they came."""
     structured = isinstance(value, dict) and (
         object_schema(spec.output_schema) is not None
         or (spec.output_schema is None and not (set(value) == {"content"} and isinstance(value["content"], list)))
     )
-    return types.CallToolResult.model_validate(codec.result_of(value, structured=structured), by_name=False)
+    return codec.result_of(value, structured=structured)
+
+
+def call_result(spec: ToolSpec, value: Any) -> types.CallToolResult:
+    return types.CallToolResult.model_validate(call_result_wire(spec, value), by_name=False)
 
 
 def error_result(failure: Failure, call_id: str | None) -> types.CallToolResult:
@@ -500,8 +504,17 @@ class Endpoint:
         )
 
     async def _call(
-        self, ctx: Ctx, principal: Principal | None, name: str, arguments: dict[str, Any], params: Any = None
+        self,
+        ctx: Ctx,
+        principal: Principal | None,
+        name: str,
+        arguments: dict[str, Any],
+        params: Any = None,
+        *,
+        wire: bool = False,
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+        """One `tools/call`; a success of a tool that is no MCP upstream's as the result's JSON when `wire`
+        (the direct path writes it as it is), else as the SDK's result model."""
         spec = self.find(name, principal)
         if spec is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
@@ -524,6 +537,8 @@ class Endpoint:
                 return types.InputRequiredResult.model_validate(raw, by_name=False)
             if isinstance(raw, dict) and raw.get("resultType") == tasks.CREATED:  # its id sealed for this caller
                 return await self.passthrough.tasks.created(principal, (outcome.spec or spec).backend, raw)
+            if wire and raw is None:
+                return call_result_wire(outcome.spec or spec, outcome.value)
             return call_result(outcome.spec or spec, outcome.value)
         failure = outcome.error
         answered = context.notes.get("mcp_error")
