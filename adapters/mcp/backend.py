@@ -250,25 +250,26 @@ class Link:
 
     async def _follow(self, subscription: Any) -> bool:
         """Pass on the stream's events until it ends (False) or the watched URIs change (True)."""
-        ended: BaseException | None = None
+        ended = False
+        error: MCPError | SubscriptionLost | None = None
         async with anyio.create_task_group() as group:
 
             async def read() -> None:
-                nonlocal ended
+                nonlocal ended, error
                 try:
                     async for event in subscription:
                         await self._event(event)
-                    ended = EOFError()
                 except (MCPError, SubscriptionLost) as exc:
-                    ended = exc
+                    error = exc
+                ended = True
                 group.cancel_scope.cancel()
 
             group.start_soon(read)
             await self.relisten.wait()
             group.cancel_scope.cancel()
-        if isinstance(ended, MCPError | SubscriptionLost):
-            raise ended
-        return ended is None
+        if error is not None:
+            raise error
+        return not ended
 
     async def _event(self, event: Any) -> None:
         """A listen stream's event. Its frames also reach the client's message handler (`_on_message`), which
@@ -698,9 +699,10 @@ class McpBackend(BaseBackend):
             answer = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         self.breaker.success()
         context.notes["mcp_result"] = answer  # the whole result, for a front that passes MCP on unchanged
-        if pending.asked or isinstance(result, types.InputRequiredResult | tasks.CreatedTask) or _answers(caller):
-            context.cacheable = False  # it depends on the caller's answers, or is no result yet
-        if isinstance(result, types.InputRequiredResult | tasks.CreatedTask):
+        interim = isinstance(result, types.InputRequiredResult | tasks.CreatedTask)  # no final result yet
+        if interim or pending.asked or _answers(caller):
+            context.cacheable = False  # no result yet, or one that depends on the caller's answers
+        if interim:
             return answer  # the caller answers the questions and sends the call again (its front knows)
         if result.is_error:
             raise GatewayError(codec.failure_of_result(self.name, binding.name, answer))

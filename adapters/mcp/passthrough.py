@@ -326,6 +326,7 @@ class Passthrough:
         session = _session_id(ctx)
         backend = await self._resource_owner(ctx, principal, uri)
         others = any(u == uri and s != session for u, s in self.subscribed)
+        backend.listen(self.notice)  # kept once, however often asked
         if backend.era == "modern":
             # A 2026-07-28 server has no resources/subscribe: the URI is checked here, and the backend's
             # listen stream asks for its updates (`McpBackend.watch`).
@@ -334,11 +335,9 @@ class Passthrough:
                 await self._list_all(ctx, principal, "resources/templates/list")
                 if self._owner_of(uri) is None:
                     raise MCPError(types.INVALID_PARAMS, "Resource not found", data={"uri": uri})
-            backend.listen(self.notice)
             if not others:
                 await backend.watch(uri, subscribe)
         elif not others:
-            backend.listen(self.notice)
             method = "resources/subscribe" if subscribe else "resources/unsubscribe"
             await self._relay(backend, method, {"uri": uri}, ctx)
         if session:
