@@ -25,19 +25,20 @@ read replayed, so the SDK sees the request exactly as it was sent):
   middleware (its OpenTelemetry span), no cache hint for `tools/call`, SSE answers, no DNS-rebinding
   settings of its own (the gateway's guard has checked Host and Origin).
 
-Each of those is the SDK's own rule or narrower, so what passes here passes there. Then `Endpoint._call`
-runs (what the SDK's registered handler, `Endpoint._call_tool`, calls on a non-search endpoint), inside
-the SDK's middleware when its span could record anything (a tracer provider set, or more than the
-envelope in `_meta`). The answer is the SDK's: a result in its most common form (text blocks,
-`isError`, plain JSON `structuredContent` and `_meta`) is built directly in the shape the SDK's result
-sieve gives it, any other goes through that sieve (`_shape`); errors through the SDK's own error mapping
-and writer. As in the SDK, a call still running when its SSE window passes (15 s) commits
-`text/event-stream` with keep-alive pings and ends with the answer as an event, and the client's
-disconnect cancels the call. Two differences, neither in what a client parses: the answer is encoded
-by orjson (non-ASCII as UTF-8, floats in their shortest form) where the SDK's `json.dumps` escapes
-them; and the disconnect watcher starts `WATCH_AFTER_S` (0.25 s) into a call, as a task per request
-would cost as much as the rest of the path, so a call its client abandons sooner is cancelled at that
-mark instead of at once.
+Each of those is the SDK's own rule or narrower, so what passes here passes there. Then the call runs:
+`Endpoint.call_plain` (what the SDK's registered handler, `Endpoint._call_tool`, comes to on a
+non-search endpoint for a request with no session, no progress token and no MCP upstream's tool, without
+the SDK's request context), or `Endpoint._call` inside the SDK's middleware when its span could record
+anything (a tracer provider set, or more than the envelope in `_meta`). The answer is the SDK's: a
+result in its most common form (text blocks, `isError`, plain JSON `structuredContent` and `_meta`) is
+built directly in the shape the SDK's result sieve gives it, any other goes through that sieve
+(`_shape`); errors through the SDK's own error mapping and writer. As in the SDK, a call still running
+when its SSE window passes (15 s) commits `text/event-stream` with keep-alive pings and ends with the
+answer as an event, and the client's disconnect cancels the call. Two differences, neither in what a
+client parses: the answer is encoded by orjson (non-ASCII as UTF-8, floats in their shortest form) where
+the SDK's `json.dumps` escapes them; and the disconnect watcher starts `WATCH_AFTER_S` (0.25 s) into a
+call, as a task per request would cost as much as the rest of the path, so a call its client abandons
+sooner is cancelled at that mark instead of at once.
 
 `ENABLED` turns the path off (the equivalence tests answer each request both ways and compare).
 """
@@ -84,7 +85,7 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from adapters.mcp import codec
-from gateway.model import Principal
+from gateway.model import Principal, ToolSpec
 
 if TYPE_CHECKING:
     from adapters.mcp.front import Endpoint
@@ -95,7 +96,7 @@ ENABLED: bool = True
 TOOLS_CALL: Final = "tools/call"
 PARAM_HEADER_PREFIX: Final = b"mcp-param-"
 _ROUTING: Final = frozenset(h.encode() for h in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER))
-_READ: Final = _ROUTING | {b"content-type", b"accept", b"content-length"}
+_READ: Final = _ROUTING | {b"content-type", b"accept", b"content-length", b"authorization"}
 ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY})
 PARAMS_KEYS: Final = frozenset({"name", "arguments", "_meta"})
 BASE64_SENTINEL: Final = "=?base64?"  # an `Mcp-Name` the SDK decodes before comparing: left to it
@@ -135,7 +136,9 @@ _accepts: dict[bytes, bool] = {}  # Accept header -> whether it names JSON and S
 _metas: dict[tuple[str, bytes], bool] = {}  # (version, `_meta` as JSON) -> whether the SDK's validation passes it
 _schemas: dict[int, tuple[Any, bool]] = {}  # id(input schema) -> (the schema, declares x-mcp-header)
 # Per endpoint: (snapshot token, include, exclude, {tool name: may take the direct path}).
-_tools: weakref.WeakKeyDictionary[Endpoint, tuple[object, Any, Any, dict[str, bool]]] = weakref.WeakKeyDictionary()
+_tools: weakref.WeakKeyDictionary[Endpoint, tuple[object, Any, Any, dict[str, tuple[bool, ToolSpec | None]]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
@@ -154,11 +157,12 @@ def declares_headers(schema: Any) -> bool:
     return declared
 
 
-def _plain_tool(endpoint: Endpoint, name: str) -> bool:
-    """Whether `name` names no tool here, or one the direct path may call (not an MCP upstream's, no x-mcp-header).
+def _plain_tool(endpoint: Endpoint, name: str) -> tuple[bool, ToolSpec | None]:
+    """Whether the direct path may take a call of `name`: it names no tool here (then None, for the SDK's
+    "Unknown tool"), or one that is no MCP upstream's and declares no x-mcp-header (then that tool).
 
     Remembered per snapshot and virtual-server globs: `find` with no principal resolves the same tool any
-    caller's `find` does (permissions only filter it out).
+    caller's `find` does (permissions only filter it out, and `call_plain` applies them).
     """
     token = endpoint.services.derived("mcp-direct-snapshot", object)  # one new object per snapshot
     held = _tools.get(endpoint)
@@ -169,7 +173,8 @@ def _plain_tool(endpoint: Endpoint, name: str) -> bool:
     verdict = verdicts.get(name)
     if verdict is None:
         spec = endpoint.find(name, None)
-        verdict = spec is None or not (isinstance(spec.binding, codec.McpTool) or declares_headers(spec.input_schema))
+        plain = spec is None or not (isinstance(spec.binding, codec.McpTool) or declares_headers(spec.input_schema))
+        verdict = (plain, spec)
         _remember(verdicts, name, verdict)
     return verdict
 
@@ -217,7 +222,9 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
 
 def _decode(body: bytes) -> Any:
     """The body as the SDK's `json.loads` reads it, or None for anything orjson might read otherwise."""
-    if _LONG_NUMBER in body.translate(_DIGITS_AS_ZERO) or body.count(b"[") + body.count(b"{") >= _MAX_BRACKETS:
+    if _LONG_NUMBER in body.translate(_DIGITS_AS_ZERO) or (
+        len(body) >= _MAX_BRACKETS and body.count(b"[") + body.count(b"{") >= _MAX_BRACKETS
+    ):
         return None
     try:
         return orjson.loads(body)  # stricter than json.loads: whatever it refuses goes to the SDK
@@ -282,9 +289,13 @@ async def serve(
             break
     body = messages[0].get("body", b"") if len(messages) == 1 else b"".join(m.get("body", b"") for m in messages)
     call = _call_of(_decode(body), found.get(b"mcp-name"), version)
-    if call is None or not _plain_tool(endpoint, call[1]):
+    if call is None:
         return _replay(messages, receive)
-    await _answer(endpoint, principal, scope, receive, send, version, *call)
+    plain, spec = _plain_tool(endpoint, call[1])
+    if not plain:
+        return _replay(messages, receive)
+    authorization = found[b"authorization"].decode("latin-1") if b"authorization" in found else None
+    await _answer(endpoint, principal, scope, receive, send, version, authorization, spec, *call)
     return None
 
 
@@ -327,6 +338,8 @@ async def _answer(
     receive: Receive,
     send: Send,
     version: str,
+    authorization: str | None,
+    spec: ToolSpec | None,
     request_id: Any,
     name: str,
     params: dict[str, Any],
@@ -334,35 +347,33 @@ async def _answer(
 ) -> None:
     """Run the call as the SDK's kernel would, then write its answer as the SDK's modern entry does (SSE mode)."""
     server = endpoint.server
-    silent = _span_is_silent(meta)
-    ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
-        session=_NO_SESSION,  # type: ignore[arg-type]
-        lifespan_context=endpoint.manager._lifespan_state,
-        protocol_version=version,
-        method=TOOLS_CALL,
-        params=params,
-        request_id=request_id,
-        # As the SDK parses it; where only the handler reads it, the validated `_meta` as sent reads the same.
-        meta=meta if silent else _extract_meta(params),
-        request=Request(scope),
-    )
     # `_call_tool`, the registered handler, on a non-search endpoint and a request without a session, is
     # `_call` with the caller (already authenticated from these same headers), the name and a copy of the
-    # arguments.
+    # arguments; without progress, session or relay, `call_plain` is that call without the SDK's context.
     arguments = dict(params.get("arguments") or {})
     flight = _Flight(receive, send)
     result: Any = None
     error: types.JSONRPCError | None = None
     try:
-        if silent:
-            result = await endpoint._call(ctx, principal, name, arguments, None, wire=True)
+        if _span_is_silent(meta):
+            result = await endpoint.call_plain(principal, name, spec, arguments, request_id, authorization)
             if type(result) is dict:  # a success as JSON: written as it is when plain, else through the model
                 result = _plain_wire(result, server) or _shape(
                     server, version, types.CallToolResult.model_validate(result, by_name=False)
                 )
             else:
                 result = _plain(result, server) or _shape(server, version, result)
-        else:
+        else:  # the SDK's middleware (its span) around the handler, with the context it would build
+            ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+                session=_NO_SESSION,  # type: ignore[arg-type]
+                lifespan_context=endpoint.manager._lifespan_state,
+                protocol_version=version,
+                method=TOOLS_CALL,
+                params=params,
+                request_id=request_id,
+                meta=_extract_meta(params),
+                request=Request(scope),
+            )
             call: Handler = partial(_shaped, endpoint, principal, name, arguments, server, version)
             for middleware in reversed(server.middleware):
                 call = partial(_apply_middleware, middleware, call)

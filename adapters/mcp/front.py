@@ -53,7 +53,7 @@ from adapters.mcp import codec, direct, passthrough, tasks
 from adapters.mcp.passthrough import Passthrough, progress_token
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import json_response
-from gateway.model import Call, CallContext, Principal, ToolSpec, principal_name
+from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permitted, principal_name
 
 if TYPE_CHECKING:
     from adapters.mcp.front_settings import McpFrontSettings
@@ -64,6 +64,7 @@ ALL: Final = ("*",)  # include globs that take every tool
 _BLANKS: Final = b" \t"  # what may surround a header value (RFC 9110 section 5.5)
 SERVER_NAME: Final = "toolplex"
 SESSION_HEADER: Final = "mcp-session-id"
+SESSION_HEADER_RAW: Final = SESSION_HEADER.encode()
 SESSION_KEY: Final = "session.mcp:"  # state store: session id -> {"home": replica id, "principal": name}
 SEARCH_TOOL: Final = "search_tools"
 CALL_TOOL: Final = "call_tool"
@@ -504,20 +505,11 @@ class Endpoint:
         )
 
     async def _call(
-        self,
-        ctx: Ctx,
-        principal: Principal | None,
-        name: str,
-        arguments: dict[str, Any],
-        params: Any = None,
-        *,
-        wire: bool = False,
+        self, ctx: Ctx, principal: Principal | None, name: str, arguments: dict[str, Any], params: Any = None
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
-        """One `tools/call`; a success of a tool that is no MCP upstream's as the result's JSON when `wire`
-        (the direct path writes it as it is), else as the SDK's result model."""
-        spec = self.find(name, principal)
-        if spec is None:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
+        """One `tools/call` as the SDK hands it over: the caller's headers from its request, progress and the
+        upstream's talk back (logs, questions) on its session."""
+        spec = self._callable(name, principal)
         headers = getattr(ctx.request, "headers", None)
         relayed = isinstance(spec.binding, codec.McpTool)  # the upstream talks back (logs, progress, questions)
         context = CallContext(
@@ -531,12 +523,46 @@ class Endpoint:
         call = Call(tool=spec.flat_name, version=spec.version, arguments=arguments, context=context)
         progress = None if relayed else progress_token(ctx)
         outcome = await self._with_progress(ctx, progress, self.services.call(call))
+        return await self._result(name, spec, context, outcome, wire=False)
+
+    async def call_plain(
+        self,
+        principal: Principal | None,
+        name: str,
+        found: ToolSpec | None,
+        arguments: dict[str, Any],
+        request_id: str | int,
+        authorization: str | None,
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+        """`_call` for the direct path's request, which has no session, asks for no progress and names no MCP
+        upstream's tool (`direct.serve` made sure), so it needs none of the SDK's request context. `found` is
+        `find(name, None)` (the direct path keeps it per snapshot): what `find` gives this caller once its
+        permissions allow it. A success comes back as the result's JSON, which the direct path writes as it is."""
+        if found is None or not permitted(principal, found):
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
+        context = CallContext(
+            front=FRONT, principal=principal, trace_id=str(request_id), client_authorization=authorization
+        )
+        call = Call(tool=found.flat_name, version=found.version, arguments=arguments, context=context)
+        return await self._result(name, found, context, await self.services.call(call), wire=True)
+
+    def _callable(self, name: str, principal: Principal | None) -> ToolSpec:
+        spec = self.find(name, principal)
+        if spec is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
+        return spec
+
+    async def _result(
+        self, name: str, spec: ToolSpec, context: CallContext, outcome: Outcome, *, wire: bool
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+        """A call's outcome as MCP: a success (as JSON when `wire` and no MCP upstream's), an upstream's interim
+        result, a tool error as an `isError` result, or a protocol error raised as `MCPError`."""
         if outcome.error is None:
             raw = context.notes.get("mcp_result")
             if isinstance(raw, dict) and raw.get("resultType") == "input_required":
                 return types.InputRequiredResult.model_validate(raw, by_name=False)
             if isinstance(raw, dict) and raw.get("resultType") == tasks.CREATED:  # its id sealed for this caller
-                return await self.passthrough.tasks.created(principal, (outcome.spec or spec).backend, raw)
+                return await self.passthrough.tasks.created(context.principal, (outcome.spec or spec).backend, raw)
             if wire and raw is None:
                 return call_result_wire(outcome.spec or spec, outcome.value)
             return call_result(outcome.spec or spec, outcome.value)
@@ -647,7 +673,7 @@ class Endpoint:
             return
         await self._ensure_started()
         _CALLER.set(principal)  # this request's task only: read by _input_schema
-        session_id = headers.get(SESSION_HEADER)
+        session_id = _first(scope["headers"], SESSION_HEADER_RAW)
         if session_id is not None:
             refusal = await self._session_route(scope, receive, session_id, principal)
             if refusal is not None:
@@ -710,6 +736,14 @@ class Endpoint:
             await send(message)
 
         return recording
+
+
+def _first(raw: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of a header (as Starlette's `Headers.get` gives it), read straight off the ASGI list."""
+    for key, value in raw:
+        if key == name:
+            return value.decode("latin-1")
+    return None
 
 
 def _not_found() -> Response:

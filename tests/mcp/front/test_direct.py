@@ -13,6 +13,7 @@ against `json.loads`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import textwrap
@@ -158,9 +159,10 @@ def taken(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the calls the direct path answered, from now on (a spy on its answering step)."""
     answered: list[str] = []
     answer = direct._answer
+    signature = inspect.signature(answer)
 
     async def spy(*args: Any) -> None:
-        answered.append(args[7])  # the tool name
+        answered.append(signature.bind(*args).arguments["name"])
         await answer(*args)
 
     monkeypatch.setattr(direct, "_answer", spy)
