@@ -166,6 +166,63 @@ def summarize(runs: dict[str, Any]) -> dict[int, dict[str, dict[str, Any]]]:
     return table
 
 
+def against_reference(runs: dict[str, Any], reference: str = bench_cases.FRONTS[0].name) -> list[dict[str, Any]]:
+    """Each front against the reference front (OpenTool) on the same tool, concurrency and round.
+
+    The machine is shared: one round's figures swing by a tenth or more, and the whole machine's speed
+    drifts between rounds. A ratio of two cases measured one after the other in the same round cancels
+    the drift; the median over rounds, with the quartiles to show the spread, is what is reported.
+    Rounds alternate their order, so an even number of rounds gives each case as many first places.
+    """
+    rows: list[dict[str, Any]] = []
+    for concurrency, by_case in runs["rounds"].items():
+        for group in ("in-process", "proxied"):
+            base = by_case.get(f"{group}: {reference}")
+            if not base:
+                continue
+            for name, rounds in by_case.items():
+                if not name.startswith(f"{group}: ") or name == f"{group}: {reference}":
+                    continue
+                rps = sorted(r["rps"] / b["rps"] for r, b in zip(rounds, base, strict=True))
+                cpu = sorted(r["cpu_us"] / b["cpu_us"] for r, b in zip(rounds, base, strict=True))
+                rows.append(
+                    {
+                        "case": name,
+                        "concurrency": int(concurrency),
+                        "rounds": len(rps),
+                        "rps_ratio": statistics.median(rps),
+                        "rps_quartiles": _quartiles(rps),
+                        "cpu_ratio": statistics.median(cpu),
+                        "cpu_quartiles": _quartiles(cpu),
+                    }
+                )
+    return rows
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    low, _, high = statistics.quantiles(values, n=4, method="inclusive")
+    return low, high
+
+
+def reference_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"Against {bench_cases.FRONTS[0].name}, same tool, concurrency and round (median over rounds, quartiles):",
+        "",
+        "| case | c | rounds | req/s ratio | quartiles | server CPU ratio | quartiles |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        rps_low, rps_high = row["rps_quartiles"]
+        cpu_low, cpu_high = row["cpu_quartiles"]
+        lines.append(
+            f"| {row['case']} | {row['concurrency']} | {row['rounds']} | {row['rps_ratio']:.2f}x | "
+            f"{rps_low:.2f} to {rps_high:.2f} | {row['cpu_ratio']:.2f}x | {cpu_low:.2f} to {cpu_high:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def markdown(table: dict[int, dict[str, dict[str, Any]]]) -> str:
     lines = [
         "| case | c | req/s | ratio | p50 ms | p99 ms | max ms | added p50 ms | server CPU µs/req |",
@@ -209,10 +266,14 @@ def main() -> int:
         "load": runs["load"],
         "tree": runs["tree"],
         "table": table,
+        "against_reference": against_reference(runs),
         "rounds": runs["rounds"],
     }
     print()
     print(markdown(table))
+    if report["against_reference"]:
+        print()
+        print(reference_markdown(report["against_reference"]))
     if not args.skip_catalog:
         from bench.catalog_scale import run_catalog
 
@@ -224,7 +285,8 @@ def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"bench-{started:%Y%m%dT%H%M%SZ}.json"
     out.write_text(json.dumps(report, indent=2))
-    (RESULTS / "latest.md").write_text(markdown(table) + "\n")
+    compared = f"\n\n{reference_markdown(report['against_reference'])}" if report["against_reference"] else ""
+    (RESULTS / "latest.md").write_text(markdown(table) + compared + "\n")
     print(f"\nwrote {out.relative_to(ROOT)} and bench/results/latest.md")
     return 0
 
