@@ -357,12 +357,12 @@ async def _answer(
     try:
         if _span_is_silent(meta):
             result = await endpoint.call_plain(principal, name, spec, arguments, request_id, authorization)
-            if type(result) is dict:  # a success as JSON: written as it is when plain, else through the model
-                result = _plain_wire(result, server) or _shape(
+            if type(result) is dict:  # a result as JSON: written as it is when plain, else through the model
+                result = _plain(result, server) or _shape(
                     server, version, types.CallToolResult.model_validate(result, by_name=False)
                 )
             else:
-                result = _plain(result, server) or _shape(server, version, result)
+                result = _shape(server, version, result)
         else:  # the SDK's middleware (its span) around the handler, with the context it would build
             ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
                 session=_NO_SESSION,  # type: ignore[arg-type]
@@ -472,53 +472,39 @@ def _is_json(value: Any) -> bool:
     return False
 
 
-def _plain(result: Any, server: Any) -> dict[str, Any] | None:
-    """The wire form `_shape` gives a `CallToolResult` in its most common form (text blocks without annotations,
-    plain JSON `structuredContent`, and a `_meta` of plain JSON without nulls), built directly; None otherwise.
+_TEXT_BLOCK: Final = {"type", "text"}  # the keys of a plain text block
+_RESULT_KEYS: Final = frozenset({"content", "isError", "structuredContent", "_meta"})
+
+
+def _plain(wire: dict[str, Any], server: Any) -> dict[str, Any] | None:
+    """The wire form `_shape` gives a `CallToolResult` in its most common form, built directly from the result's
+    JSON (`front.call_result_wire`, `front.error_result_wire`): text blocks without annotations, plain JSON
+    `structuredContent`, a `_meta` of plain JSON without nulls; None otherwise (the SDK's model then shapes it).
     Same keys in the same order: the sieve's field order (`_meta`, content, isError, resultType,
     structuredContent; a text block's text, then type) and the stamp added last."""
-    if type(result) is not types.CallToolResult or result.result_type != "complete":
+    blocks, is_error = wire.get("content"), wire.get("isError", False)
+    if not wire.keys() <= _RESULT_KEYS or type(blocks) is not list or type(is_error) is not bool:
         return None
     content = []
-    for block in result.content:
-        if type(block) is not types.TextContent or block.annotations is not None or block.meta is not None:
-            return None
-        content.append({"text": block.text, "type": "text"})
-    shaped: dict[str, Any] = {}
-    meta = result.meta
-    if meta is not None:
-        if not _is_json(meta) or None in meta.values():
-            return None
-        shaped["_meta"] = dict(meta)
-    shaped["content"] = content
-    shaped["isError"] = result.is_error
-    shaped["resultType"] = "complete"
-    structured = result.structured_content
-    if structured is not None:
-        if not _is_json(structured):
-            return None
-        shaped["structuredContent"] = structured
-    return _stamped(server, shaped)
-
-
-_TEXT_BLOCK: Final = {"type", "text"}  # the keys of a text block as `codec.result_of` makes it
-
-
-def _plain_wire(wire: dict[str, Any], server: Any) -> dict[str, Any] | None:
-    """`_plain` for a success still in its JSON form (`front.call_result_wire`): text blocks as the SDK would
-    write them, plain JSON `structuredContent`; None for anything else (the SDK's model then shapes it)."""
-    content = []
-    for block in wire["content"]:
+    for block in blocks:
         if type(block) is not dict or block.keys() != _TEXT_BLOCK or block["type"] != "text":
             return None
         text = block["text"]
         if type(text) is not str:
             return None
         content.append({"text": text, "type": "text"})
-    shaped: dict[str, Any] = {"content": content, "isError": False, "resultType": "complete"}
+    shaped: dict[str, Any] = {}
+    meta = wire.get("_meta")
+    if meta is not None:
+        if type(meta) is not dict or not _is_json(meta) or None in meta.values():
+            return None
+        shaped["_meta"] = dict(meta)
+    shaped["content"] = content
+    shaped["isError"] = is_error
+    shaped["resultType"] = "complete"
     structured = wire.get("structuredContent")
     if structured is not None:
-        if type(structured) is not dict or not _is_json(structured):
+        if not _is_json(structured):
             return None
         shaped["structuredContent"] = structured
     return _stamped(server, shaped)

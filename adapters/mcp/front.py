@@ -210,8 +210,8 @@ def call_result(spec: ToolSpec, value: Any) -> types.CallToolResult:
     return types.CallToolResult.model_validate(call_result_wire(spec, value), by_name=False)
 
 
-def error_result(failure: Failure, call_id: str | None) -> types.CallToolResult:
-    """A tool-level failure the model can read (and, for invalid arguments, correct): `isError: true`."""
+def error_result_wire(failure: Failure, call_id: str | None) -> dict[str, Any]:
+    """A tool-level failure the model can read (and, for invalid arguments, correct): `isError: true` (JSON)."""
     text = failure.message  # an invalid-arguments message already names each bad parameter
     if failure.additional_prompt_content:
         text += "\n" + failure.additional_prompt_content
@@ -223,9 +223,11 @@ def error_result(failure: Failure, call_id: str | None) -> types.CallToolResult:
     authorization = failure.details.get("authorization")
     if authorization:
         meta["io.toolplex/authorization"] = authorization
-    return types.CallToolResult.model_validate(
-        {"content": [{"type": "text", "text": text}], "isError": True, "_meta": meta}, by_name=False
-    )
+    return {"content": [{"type": "text", "text": text}], "isError": True, "_meta": meta}
+
+
+def error_result(failure: Failure, call_id: str | None) -> types.CallToolResult:
+    return types.CallToolResult.model_validate(error_result_wire(failure, call_id), by_name=False)
 
 
 def encode_cursor(offset: int) -> str:
@@ -537,7 +539,8 @@ class Endpoint:
         """`_call` for the direct path's request, which has no session, asks for no progress and names no MCP
         upstream's tool (`direct.serve` made sure), so it needs none of the SDK's request context. `found` is
         `find(name, None)` (the direct path keeps it per snapshot): what `find` gives this caller once its
-        permissions allow it. A success comes back as the result's JSON, which the direct path writes as it is."""
+        permissions allow it. A success or a tool error comes back as the result's JSON, which the direct path
+        writes as it is."""
         if found is None or not permitted(principal, found):
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
         context = CallContext(
@@ -556,7 +559,8 @@ class Endpoint:
         self, name: str, spec: ToolSpec, context: CallContext, outcome: Outcome, *, wire: bool
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """A call's outcome as MCP: a success (as JSON when `wire` and no MCP upstream's), an upstream's interim
-        result, a tool error as an `isError` result, or a protocol error raised as `MCPError`."""
+        result, a tool error as an `isError` result (as JSON when `wire`), or a protocol error raised as
+        `MCPError`."""
         if outcome.error is None:
             raw = context.notes.get("mcp_result")
             if isinstance(raw, dict) and raw.get("resultType") == "input_required":
@@ -574,7 +578,7 @@ class Endpoint:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
         if failure.kind in (ErrorKind.MALFORMED, ErrorKind.TOO_LARGE):
             raise MCPError(types.INVALID_PARAMS, failure.message)
-        return error_result(failure, outcome.call_id)
+        return error_result_wire(failure, outcome.call_id) if wire else error_result(failure, outcome.call_id)
 
     async def _with_progress(self, ctx: Ctx, progress: str | int | None, work: Awaitable[Any]) -> Any:
         """Await `work`; while it runs, a progress notification every `progress_interval_s` when asked for.

@@ -576,7 +576,7 @@ def test_result_shaping_is_the_sdks(index: int, wire: dict[str, Any]) -> None:
     except MCPError as exc:
         shaped = exc.error
     assert shaped == expected  # byte for byte: the same keys in the same order
-    plain = direct._plain(result, server)
+    plain = direct._plain(wire, server)  # from the JSON, as the direct path has it
     assert (plain is not None) is (index in PLAIN)  # the common forms take the shortcut
     if plain is not None:
         assert orjson.dumps(plain) == expected
