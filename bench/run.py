@@ -183,11 +183,15 @@ def against_reference(runs: dict[str, Any], reference: str = bench_cases.FRONTS[
             for name, rounds in by_case.items():
                 if not name.startswith(f"{group}: ") or name == f"{group}: {reference}":
                     continue
-                rps = sorted(r["rps"] / b["rps"] for r, b in zip(rounds, base, strict=True))
-                cpu = sorted(r["cpu_us"] / b["cpu_us"] for r, b in zip(rounds, base, strict=True))
+                pairs = [(r, b) for r, b in zip(rounds, base, strict=True) if b["rps"] > 0 and b["cpu_us"] > 0]
+                if not pairs:  # the reference answered nothing in any round: no ratio to give
+                    continue
+                rps = sorted(r["rps"] / b["rps"] for r, b in pairs)
+                cpu = sorted(r["cpu_us"] / b["cpu_us"] for r, b in pairs)
                 rows.append(
                     {
                         "case": name,
+                        "against": reference,
                         "concurrency": int(concurrency),
                         "rounds": len(rps),
                         "rps_ratio": statistics.median(rps),
@@ -207,8 +211,9 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
 
 
 def reference_markdown(rows: list[dict[str, Any]]) -> str:
+    """`against_reference`'s rows as a Markdown table (`rows` is not empty)."""
     lines = [
-        f"Against {bench_cases.FRONTS[0].name}, same tool, concurrency and round (median over rounds, quartiles):",
+        f"Against {rows[0]['against']}, same tool, concurrency and round (median over rounds, quartiles):",
         "",
         "| case | c | rounds | req/s ratio | quartiles | server CPU ratio | quartiles |",
         "| --- | --- | --- | --- | --- | --- | --- |",

@@ -135,7 +135,7 @@ _NO_SESSION: Final = _NoSession()
 _accepts: dict[bytes, bool] = {}  # Accept header -> whether it names JSON and SSE (the SDK's rule)
 _metas: dict[tuple[str, bytes], bool] = {}  # (version, `_meta` as JSON) -> whether the SDK's validation passes it
 _schemas: dict[int, tuple[Any, bool]] = {}  # id(input schema) -> (the schema, declares x-mcp-header)
-# Per endpoint: (snapshot token, include, exclude, {tool name: may take the direct path}).
+# Per endpoint: (snapshot token, include, exclude, {tool name: (may take the direct path, `find(name, None)`)}).
 _tools: weakref.WeakKeyDictionary[Endpoint, tuple[object, Any, Any, dict[str, tuple[bool, ToolSpec | None]]]] = (
     weakref.WeakKeyDictionary()
 )

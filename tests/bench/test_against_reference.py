@@ -42,3 +42,20 @@ def test_ratios_are_taken_within_each_round_and_the_median_reported() -> None:
 def test_no_reference_case_gives_no_rows() -> None:
     runs = {"rounds": {"32": {"proxied: MCP /mcp": [_round(1, 1)]}}}
     assert run.against_reference(runs) == []
+
+
+def test_rounds_where_the_reference_answered_nothing_are_left_out() -> None:
+    runs = {
+        "rounds": {
+            "1": {
+                "proxied: OpenTool /opentool/call": [_round(0, 0), _round(100, 100)],
+                "proxied: MCP /mcp": [_round(50, 200), _round(90, 110)],
+            },
+            "32": {
+                "proxied: OpenTool /opentool/call": [_round(0, 0)],
+                "proxied: MCP /mcp": [_round(50, 200)],
+            },
+        }
+    }
+    rows = run.against_reference(runs)
+    assert [(r["concurrency"], r["rounds"], r["rps_ratio"]) for r in rows] == [(1, 1, pytest.approx(0.9))]
