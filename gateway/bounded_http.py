@@ -53,10 +53,7 @@ def bounded_httptools_protocol(max_header_bytes: int) -> type[HttpToolsProtocol]
             super().on_url(url)
 
         def on_header(self, name: bytes, value: bytes) -> None:
-            self._head += len(name) + len(value) + HEADER_OVERHEAD  # `_count`, inline: this runs for every header
-            if self._head > self.max_head:
-                self._refuse()
-                raise HeadTooLarge
+            self._count(len(name) + len(value) + HEADER_OVERHEAD)
             super().on_header(name, value)
 
         def on_headers_complete(self) -> None:

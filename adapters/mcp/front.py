@@ -477,7 +477,9 @@ class Endpoint:
             next_cursor=encode_cursor(offset + size) if more else None,
         )
 
-    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult | dict[str, Any]:
+    async def _call_tool(
+        self, ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         principal = self._principal(ctx)
         self._remember(ctx)
         arguments = dict(params.arguments or {})
@@ -542,7 +544,7 @@ class Endpoint:
         permissions allow it. A success or a tool error comes back as the result's JSON, which the direct path
         writes as it is."""
         if found is None or not permitted(principal, found):
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
+            raise _unknown_tool(name)
         context = CallContext(
             front=FRONT, principal=principal, trace_id=str(request_id), client_authorization=authorization
         )
@@ -552,7 +554,7 @@ class Endpoint:
     def _callable(self, name: str, principal: Principal | None) -> ToolSpec:
         spec = self.find(name, principal)
         if spec is None:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
+            raise _unknown_tool(name)
         return spec
 
     async def _result(
@@ -575,7 +577,7 @@ class Endpoint:
         if isinstance(answered, dict):  # an MCP upstream's own JSON-RPC error: relayed as it came
             raise MCPError(answered["code"], answered["message"], answered.get("data"))
         if failure.kind == ErrorKind.NOT_FOUND:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
+            raise _unknown_tool(name)
         if failure.kind in (ErrorKind.MALFORMED, ErrorKind.TOO_LARGE):
             raise MCPError(types.INVALID_PARAMS, failure.message)
         return error_result_wire(failure, outcome.call_id) if wire else error_result(failure, outcome.call_id)
@@ -740,6 +742,11 @@ class Endpoint:
             await send(message)
 
         return recording
+
+
+def _unknown_tool(name: str) -> MCPError:
+    """The protocol error for a name no tool has, or none this caller may call here."""
+    return MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
 
 
 def _first(raw: list[tuple[bytes, bytes]], name: bytes) -> str | None:
