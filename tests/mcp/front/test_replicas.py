@@ -9,7 +9,6 @@ know (a client then starts a new session).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import signal
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.mcp.front.modern_http import message_of
 from tests.support import served_gateway
 
 LEASE_S = 1
@@ -52,18 +52,6 @@ def replicas(tmp_path: Path, redis_url: str) -> Iterator[Callable[[str], tuple[s
             return stack.enter_context(served_gateway(config, env, tmp_path / f"{name}.log"))
 
         yield start
-
-
-def message_of(answer: httpx.Response) -> dict[str, Any]:
-    """The JSON-RPC response in an answer, whether sent as JSON or as an SSE stream."""
-    if answer.headers.get("content-type", "").startswith("application/json"):
-        return answer.json()
-    for line in answer.text.splitlines():
-        if line.startswith("data:") and line[5:].strip():
-            message = json.loads(line[5:])
-            if "id" in message and ("result" in message or "error" in message):
-                return message
-    raise AssertionError(f"no JSON-RPC response in {answer.status_code}: {answer.text[:300]}")
 
 
 def rpc(
