@@ -41,7 +41,7 @@ from mcp_types import Implementation, PaginatedRequestParams, ToolListChangedNot
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from adapters.mcp import codec, relay, tasks
+from adapters.mcp import codec, held, relay, tasks
 from adapters.mcp.http import EXCHANGE, Exchange, http_client
 from adapters.mcp.settings import McpBackendSettings
 from adapters.mcp.stdio import ServerProcess, child_env, connect
@@ -50,7 +50,7 @@ from gateway.backends import BackendContext, BaseBackend, Health
 from gateway.breaker import CircuitBreaker, Permit
 from gateway.catalog import distinct_specs
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.model import FLAT_NAME_PATTERN, CallContext, ToolSpec
+from gateway.model import FLAT_NAME_PATTERN, CallContext, Principal, ToolSpec
 from gateway.observability import register_secrets
 from gateway.upstream import UPSTREAMS, Credentials, failure_for_status
 
@@ -336,6 +336,8 @@ class McpBackend(BaseBackend):
         # 2026 era: resource URIs the listen stream asks updates of (the MCP front's subscriptions), oldest first.
         self.watched: dict[str, None] = {}
         self.watch_changes = 0
+        # Calls held open for their 2026-07-28 callers' answers to a handshake-era server's questions.
+        self.holds = held.Holds(settings.max_held_calls, settings.answer_timeout_s, self._cannot_hold)
         self._http: httpx2.AsyncClient | None = None
         self._link: Link | None = None
         self._lock = asyncio.Lock()
@@ -666,33 +668,68 @@ class McpBackend(BaseBackend):
         await asyncio.sleep(delay)
 
     async def _call_once(self, binding: codec.McpTool, arguments: dict[str, Any], context: CallContext) -> Any:
+        caller = relay.caller_of(context.peer)
+        if caller is not None and caller.modern and held.is_held(caller.request_state):
+            try:  # a 2026-07-28 caller's answers to a question this replica's held call asked
+                hold = self.holds.resume(caller, context.principal, binding.name, arguments)
+            except MCPError as exc:
+                raise _refused(exc, context) from None
+            try:
+                round_ = hold.round(caller)
+                return await self._outcome(binding, context, caller, hold.link, hold.exchange, hold.pending, round_)
+            finally:
+                if hold.token != caller.request_state or not self.holds.holding(hold):
+                    context.notes[held.OVER_NOTE] = caller.request_state  # its front forgets where it was held
         link = await self._ensure_link(context.deadline)
         assert link.client is not None
-        caller = relay.caller_of(context.peer)
-        async with self._exchange(context) as exchange, _calling(link, caller) as pending:
-            try:
-                remaining = context.remaining()
-                async with asyncio.timeout(remaining):
-                    result = await self._send_call(link, binding.name, arguments, remaining, caller)
-            except TimeoutError:
-                self.breaker.failure()
-                raise GatewayError.of(
-                    ErrorKind.DEADLINE, f"Upstream {self.name!r} did not answer before the deadline", can_retry=True
-                ) from None
-            except asyncio.CancelledError:
-                if context.deadline is not None and time.monotonic() >= context.deadline - DEADLINE_SLACK_S:
-                    self.breaker.failure()  # the deadline passed with no answer: a fault, as for every upstream
-                raise
-            except MCPError as exc:
-                await self._settle(exc, link)
-                if caller is not None and _answered(exc, exchange):  # the MCP caller gets the server's own error
-                    context.notes["mcp_error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
-                if pending.declined is not None and _answered(exc, exchange):
-                    raise GatewayError(self._unanswerable(binding.name, pending.declined)) from None
-                raise self._request_failure(exc, exchange, link, "tools/call") from None
-            except (ValidationError, RuntimeError) as exc:  # a result the SDK could not read, or off its outputSchema
-                self.breaker.failure()
-                raise self.unavailable(f"its answer to tools/call is malformed: {exc}") from None
+        async with self._exchange(context) as exchange:
+            if caller is not None and caller.modern and link.era == "legacy":
+                if caller.request_state is not None:  # a state no hold issued (answers alone are ignored: re-asked)
+                    raise _refused(held.invalid_state(), context)
+                if self.holds.limit > 0:
+                    hold = held.Hold(self.holds, context.principal, binding.name, arguments, link, exchange, caller)
+                    send = self._send_call(link, binding.name, arguments, None, caller, hold.pending)
+                    hold.start(_held(link, caller, hold, send))
+                    round_ = hold.round(caller)
+                    return await self._outcome(binding, context, caller, link, exchange, hold.pending, round_)
+            async with _calling(link, caller) as pending:
+                work = self._send_call(link, binding.name, arguments, context.remaining(), caller, pending)
+                return await self._outcome(binding, context, caller, link, exchange, pending, work)
+
+    async def _outcome(
+        self,
+        binding: codec.McpTool,
+        context: CallContext,
+        caller: relay.Caller | None,
+        link: Link,
+        exchange: Exchange,
+        pending: relay.Pending,
+        work: Awaitable[Any],
+    ) -> Any:
+        """The call's value, interim result or failure, once `work` (the upstream's call on `link`, or a held
+        call's round) ends within the caller's deadline."""
+        try:
+            async with asyncio.timeout(context.remaining()):
+                result = await work
+        except TimeoutError:
+            self.breaker.failure()
+            raise GatewayError.of(
+                ErrorKind.DEADLINE, f"Upstream {self.name!r} did not answer before the deadline", can_retry=True
+            ) from None
+        except asyncio.CancelledError:
+            if context.deadline is not None and time.monotonic() >= context.deadline - DEADLINE_SLACK_S:
+                self.breaker.failure()  # the deadline passed with no answer: a fault, as for every upstream
+            raise
+        except MCPError as exc:
+            await self._settle(exc, link)
+            if caller is not None and _answered(exc, exchange):  # the MCP caller gets the server's own error
+                context.notes["mcp_error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
+            if pending.declined is not None and _answered(exc, exchange):
+                raise GatewayError(self._unanswerable(binding.name, pending.declined)) from None
+            raise self._request_failure(exc, exchange, link, "tools/call") from None
+        except (ValidationError, RuntimeError) as exc:  # a result the SDK could not read, or off its outputSchema
+            self.breaker.failure()
+            raise self.unavailable(f"its answer to tools/call is malformed: {exc}") from None
         if isinstance(result, tasks.CreatedTask):
             answer = tasks.wire(result)  # as it came: the caller polls the task (its front knows)
         else:
@@ -710,7 +747,12 @@ class McpBackend(BaseBackend):
 
     @staticmethod
     async def _send_call(
-        link: Link, name: str, arguments: dict[str, Any], remaining: float | None, caller: relay.Caller | None
+        link: Link,
+        name: str,
+        arguments: dict[str, Any],
+        remaining: float | None,
+        caller: relay.Caller | None,
+        pending: relay.Pending,
     ) -> types.CallToolResult | types.InputRequiredResult | tasks.CreatedTask:
         """One tools/call. For an MCP caller: its progress, log level and, on 2026-07-28, its answers to
         an `InputRequiredResult`; a 2026-07-28 caller gets such a result back to answer itself, any
@@ -719,7 +761,7 @@ class McpBackend(BaseBackend):
         assert link.client is not None
         if caller is None:
             return await link.client.call_tool(name, arguments, read_timeout_seconds=remaining)
-        progress, meta = relay.relay_progress(caller), relay.request_meta(caller)
+        progress, meta = relay.relay_progress(pending), relay.request_meta(caller)
         if caller.modern and link.era == "modern":
             result = await link.client.session.call_tool(
                 name,
@@ -745,35 +787,57 @@ class McpBackend(BaseBackend):
 
     # ---- resources, prompts, completions: relayed as they are ----
 
-    async def pass_through(self, method: str, params: dict[str, Any], caller: relay.Caller | None) -> dict[str, Any]:
+    async def pass_through(
+        self, method: str, params: dict[str, Any], caller: relay.Caller | None, principal: Principal | None = None
+    ) -> dict[str, Any]:
         """One request of the MCP front's pass-through (`resources/*`, `prompts/*`, `completion/complete`,
         `tasks/*`) sent to this server, its result as the server gave it (JSON, by alias).
 
         The server's own JSON-RPC error is raised as it came (`MCPError`); a transport failure or an
-        HTTP error status as the `GatewayError` a tool call would meet. Never sent twice.
+        HTTP error status as the `GatewayError` a tool call would meet. Never sent twice. A handshake-era
+        server's question during `resources/read` or `prompts/get` reaches a 2026-07-28 caller as a tool
+        call's does (`held`; `principal` is whose the held request is).
         """
         remaining = self.settings.timeouts_s.read
+        asker = caller if caller is not None and caller.modern and method in held.METHODS else None  # may be held
+        if asker is not None and held.is_held(asker.request_state):
+            hold = self.holds.resume(asker, principal, *held.identity(method, params))  # its MCPError as it is
+            return await self._passed(method, hold.link, hold.exchange, hold.round(asker), remaining)
         link = await self._ensure_link(time.monotonic() + remaining)
         assert link.client is not None
-        async with self._exchange(None) as exchange, _calling(link, caller):
-            try:
-                async with asyncio.timeout(remaining):
-                    result = await _relayed(link, method, params, caller)
-            except TimeoutError:
-                raise GatewayError.of(
-                    ErrorKind.DEADLINE, f"Upstream {self.name!r} did not answer {method} within {remaining:g} s"
-                ) from None
-            except MCPError as exc:
-                await self._settle(exc, link)
-                if _answered(exc, exchange):
-                    raise  # the server's own answer: relayed as it is
-                failure = self._request_failure(exc, exchange, link, method)
-                raise (failure.error if isinstance(failure, _SendAgain) else failure) from None
-            except (ValidationError, RuntimeError) as exc:
-                raise self.unavailable(f"its answer to {method} is malformed: {exc}") from None
+        async with self._exchange(None) as exchange:
+            if asker is not None and link.era == "legacy" and self.holds.limit > 0:
+                caller = asker
+                if caller.request_state is not None:  # a state no hold issued (answers alone are ignored: re-asked)
+                    raise held.invalid_state()
+                hold = held.Hold(self.holds, principal, *held.identity(method, params), link, exchange, caller)
+                hold.start(_held(link, caller, hold, _relayed(link, method, params, caller)))
+                return await self._passed(method, link, exchange, hold.round(caller), remaining)
+            async with _calling(link, caller):
+                return await self._passed(method, link, exchange, _relayed(link, method, params, caller), remaining)
+
+    async def _passed(
+        self, method: str, link: Link, exchange: Exchange, work: Awaitable[Any], remaining: float
+    ) -> dict[str, Any]:
+        """`pass_through`'s answer, once `work` (the request, or a held request's round) ends in `remaining`."""
+        try:
+            async with asyncio.timeout(remaining):
+                result = await work
+        except TimeoutError:
+            raise GatewayError.of(
+                ErrorKind.DEADLINE, f"Upstream {self.name!r} did not answer {method} within {remaining:g} s"
+            ) from None
+        except MCPError as exc:
+            await self._settle(exc, link)
+            if _answered(exc, exchange):
+                raise  # the server's own answer: relayed as it is
+            failure = self._request_failure(exc, exchange, link, method)
+            raise (failure.error if isinstance(failure, _SendAgain) else failure) from None
+        except (ValidationError, RuntimeError) as exc:
+            raise self.unavailable(f"its answer to {method} is malformed: {exc}") from None
         if isinstance(result, tasks.TaskAnswer):
             return tasks.wire(result)
-        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)  # type: ignore[no-any-return]
 
     @property
     def era(self) -> str | None:
@@ -815,6 +879,19 @@ class McpBackend(BaseBackend):
         """A stdio connection that closed: its process's exit status and last words belong in the error."""
         if exc.code == codec.CONNECTION_CLOSED and link.process is not None:
             await link.process.settle(SETTLE_S)
+
+    def _cannot_hold(self, tool: str, capability: str) -> Failure:
+        """The server asked a 2026-07-28 caller a question while `max_held_calls` calls wait for answers."""
+        return Failure(
+            kind=ErrorKind.RATE_LIMITED,
+            message=(
+                f"Tool {tool!r} of upstream {self.name!r} asked its client for {capability}, but the gateway already "
+                f"holds {self.settings.max_held_calls} calls open for their callers' answers; try again later"
+            ),
+            developer_message="raise max_held_calls (or lower answer_timeout_s) of this backend",
+            can_retry=True,
+            retry_after_ms=1000,
+        )
 
     def _unanswerable(self, tool: str, capability: str) -> Failure:
         """The server asked the caller a question it cannot answer, and so failed the call: the tool's
@@ -891,6 +968,7 @@ class McpBackend(BaseBackend):
     async def close(self) -> None:
         self._closed = True
         UPSTREAMS.remove(self)  # type: ignore[arg-type]
+        self.holds.close()
         if self._revive is not None:
             self._revive.cancel()
             await asyncio.gather(self._revive, return_exceptions=True)
@@ -916,9 +994,12 @@ def _answered(exc: MCPError, exchange: Exchange) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def _calling(link: Link, caller: relay.Caller | None) -> AsyncIterator[relay.Pending]:
-    """The requests sent inside the block are in flight for `caller`: what the server says back reaches it."""
-    pending = relay.Pending(caller)
+async def _calling(
+    link: Link, caller: relay.Caller | None, pending: relay.Pending | None = None
+) -> AsyncIterator[relay.Pending]:
+    """The requests sent inside the block are in flight for `caller` (as `pending`, else a new one): what the
+    server says back reaches it."""
+    pending = relay.Pending(caller) if pending is None else pending
     token, pending_token = relay.CALLER.set(caller), relay.PENDING.set(pending)
     link.pending[pending] = None
     try:
@@ -927,6 +1008,20 @@ async def _calling(link: Link, caller: relay.Caller | None) -> AsyncIterator[rel
         link.pending.pop(pending, None)
         relay.PENDING.reset(pending_token)
         relay.CALLER.reset(token)
+
+
+async def _held(link: Link, caller: relay.Caller, hold: held.Hold, send: Awaitable[Any]) -> Any:
+    """A held request, in flight on the connection until it ends (not just for one round): its questions
+    reach `hold`, its logs and progress the caller of the round under way. Its rounds bound it."""
+    async with _calling(link, caller, hold.pending):
+        return await send
+
+
+def _refused(exc: MCPError, context: CallContext) -> GatewayError:
+    """A 2026-07-28 retry the gateway itself refuses (its requestState names no call held for it): the MCP
+    front answers the JSON-RPC error as it is."""
+    context.notes["mcp_error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
+    return GatewayError.of(ErrorKind.MALFORMED, exc.message)
 
 
 def _answers(caller: relay.Caller | None) -> bool:

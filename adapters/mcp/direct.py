@@ -209,7 +209,7 @@ def _accepts_both(accept: bytes) -> bool:
     return verdict
 
 
-def _replay(messages: list[Message], receive: Receive) -> Receive:
+def replay(messages: list[Message], receive: Receive) -> Receive:
     """`receive` as if nothing had been read: the messages taken, then the rest."""
 
     async def replayed() -> Message:
@@ -281,19 +281,19 @@ async def serve(
         message = await receive()
         messages.append(message)
         if message["type"] != "http.request":
-            return _replay(messages, receive)
+            return replay(messages, receive)
         size += len(message.get("body", b""))
         if size > limit:
-            return _replay(messages, receive)
+            return replay(messages, receive)
         if not message.get("more_body", False):
             break
     body = messages[0].get("body", b"") if len(messages) == 1 else b"".join(m.get("body", b"") for m in messages)
     call = _call_of(_decode(body), found.get(b"mcp-name"), version)
     if call is None:
-        return _replay(messages, receive)
+        return replay(messages, receive)
     plain, spec = _plain_tool(endpoint, call[1])
     if not plain:
-        return _replay(messages, receive)
+        return replay(messages, receive)
     authorization = found[b"authorization"].decode("latin-1") if b"authorization" in found else None
     await _answer(endpoint, principal, scope, receive, send, version, authorization, spec, *call)
     return None

@@ -49,7 +49,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from adapters.mcp import codec, direct, passthrough, tasks
+from adapters.mcp import codec, direct, held, passthrough, tasks
 from adapters.mcp.passthrough import Passthrough, progress_token
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import json_response
@@ -489,7 +489,7 @@ class Endpoint:
             name, inner = arguments.get("name"), arguments.get("arguments") or {}
             if not isinstance(name, str) or not isinstance(inner, dict):
                 raise MCPError(types.INVALID_PARAMS, "call_tool takes name (a string) and arguments (an object)")
-            return await self._call(ctx, principal, name, inner)
+            return await self._call(ctx, principal, name, inner, params)  # a retry's answers are for the inner call
         return await self._call(ctx, principal, params.name, arguments, params)
 
     async def _search(self, principal: Principal | None, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -527,7 +527,19 @@ class Endpoint:
         call = Call(tool=spec.flat_name, version=spec.version, arguments=arguments, context=context)
         progress = None if relayed else progress_token(ctx)
         outcome = await self._with_progress(ctx, progress, self.services.call(call))
+        if relayed:
+            await self._note_held(context, outcome.spec or spec)
         return await self._result(name, spec, context, outcome, wire=False)
+
+    async def _note_held(self, context: CallContext, spec: ToolSpec) -> None:
+        """Record the replica that holds a call for its caller's answers (`held`); forget one that ended."""
+        answer = context.notes.get("mcp_result")
+        token = answer.get("requestState") if isinstance(answer, dict) else None
+        over = context.notes.get(held.OVER_NOTE)
+        if held.is_held(token) or over is not None:
+            backend = self.services.backend(spec.backend)
+            wait_s = getattr(getattr(backend, "settings", None), "answer_timeout_s", 0.0)
+            await held.record(self, token, over, context.principal, wait_s + held.RECORD_SLACK_S)
 
     async def call_plain(
         self,
@@ -689,6 +701,12 @@ class Endpoint:
             if (replayed := await direct.serve(self, principal, scope, receive, send)) is None:
                 return
             receive = replayed
+            if scope["method"] == "POST" and _first(scope["headers"], b"mcp-method") in held.METHODS:
+                # a retry answering the questions of a call another replica holds is answered there
+                forwarded, receive = await held.route(self, principal, scope, receive)
+                if forwarded is not None:
+                    await forwarded(scope, receive, send)
+                    return
         await self.manager.handle_request(scope, receive, self._recording(send, session_id, principal, scope))
 
     async def _session_route(

@@ -33,7 +33,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.uri_template import UriTemplate
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from adapters.mcp import relay
+from adapters.mcp import held, relay
 from adapters.mcp.tasks import Tasks
 from gateway.errors import GatewayError
 from gateway.model import Principal
@@ -297,12 +297,12 @@ class Passthrough:
         uri = str(params.uri)
         backend = await self._resource_owner(ctx, principal, uri)
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return await self._relay(backend, "resources/read", {**wire, "uri": uri}, ctx, params)
+        return await self._relay(backend, "resources/read", {**wire, "uri": uri}, ctx, params, principal)
 
     async def get_prompt(self, ctx: Ctx, principal: Principal | None, params: types.GetPromptRequestParams) -> Any:
         backend, own = await self._prompt_owner(ctx, principal, params.name)
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return await self._relay(backend, "prompts/get", {**wire, "name": own}, ctx, params)
+        return await self._relay(backend, "prompts/get", {**wire, "name": own}, ctx, params, principal)
 
     async def complete(self, ctx: Ctx, principal: Principal | None, params: types.CompleteRequestParams) -> Any:
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -349,12 +349,27 @@ class Passthrough:
         return types.EmptyResult()
 
     async def _relay(
-        self, backend: McpBackend, method: str, params: dict[str, Any], ctx: Ctx, typed: Any = None
+        self,
+        backend: McpBackend,
+        method: str,
+        params: dict[str, Any],
+        ctx: Ctx,
+        typed: Any = None,
+        principal: Principal | None = None,
     ) -> dict[str, Any]:
+        caller = self.caller(ctx, typed)
         try:
-            return await backend.pass_through(method, params, self.caller(ctx, typed))
+            answer = await backend.pass_through(method, params, caller, principal)
         except GatewayError as exc:
             raise _unavailable(exc) from None
+        # A request held for this caller's answers (`held`): where it is held, and where it no longer is.
+        token = answer.get("requestState") if answer.get("resultType") == "input_required" else None
+        sent = caller.request_state
+        over = sent if held.is_held(sent) and sent != token else None
+        if held.is_held(token) or over is not None:
+            ttl_s = backend.settings.answer_timeout_s + held.RECORD_SLACK_S
+            await held.record(self.endpoint, token, over, principal, ttl_s)
+        return answer
 
     # ---- what the servers say ----
 

@@ -84,15 +84,29 @@ class Caller(Protocol):
 CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("toolplex_mcp_caller", default=None)
 
 
+class Questions(Protocol):
+    """Who answers a held call's questions (`adapters.mcp.held.Hold`): its 2026-07-28 caller, by retry."""
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """What the caller of the current round declared it can answer."""
+        ...
+
+    async def ask(self, capability: str, request: types.ServerRequest, result_type: type[Any]) -> Any:
+        """The caller's answer, once it sends the call again with it."""
+        ...
+
+
 class Pending:
     """One request in flight on a connection, as the server's messages about it see it."""
 
-    __slots__ = ("asked", "caller", "declined")
+    __slots__ = ("asked", "caller", "declined", "hold")
 
     def __init__(self, caller: Caller | None) -> None:
-        self.caller = caller
+        self.caller = caller  # None between the rounds of a held call
         self.asked = False  # the server put a question to the caller (the answer depends on its reply)
         self.declined: str | None = None  # the capability of a question no one could answer
+        self.hold: Questions | None = None  # a handshake-era server's call held for a 2026-07-28 caller
 
 
 PENDING: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("toolplex_mcp_pending", default=None)
@@ -121,10 +135,22 @@ class CallerBase:
 # ---- the connection's callbacks: each finds the caller of the request the message belongs to ----
 
 
+LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # RFC 5424
+
+
+def wanted(caller: Caller, level: str) -> bool:
+    """The caller hears log lines at or above the level it asked for (a 2026-07-28 caller that asked for
+    none hears none), whatever the server sent: a handshake-era server sees no request's level."""
+    asked = caller.log_level
+    if asked is None:
+        return False
+    return level not in LEVELS or asked not in LEVELS or LEVELS.index(level) >= LEVELS.index(asked)
+
+
 async def on_log(params: types.LoggingMessageNotificationParams, sole: Sole = _no_sole) -> None:
     pending = _pending(sole)
     caller = pending.caller if pending is not None else None
-    if caller is None:
+    if caller is None or not wanted(caller, params.level):
         log.debug("mcp_upstream_log", level=params.level, logger=params.logger)
         return
     await caller.notify(types.LoggingMessageNotification(params=params))
@@ -142,7 +168,9 @@ def _asker(
     async def ask(context: ClientRequestContext, params: Any = None, sole: Sole = _no_sole) -> Any:
         pending = _pending(sole)
         caller = pending.caller if pending is not None else None
-        if caller is None or capability not in caller.capabilities:
+        hold = pending.hold if pending is not None else None
+        declared = hold.capabilities if hold is not None else caller.capabilities if caller is not None else {}
+        if capability not in declared:
             log.info("mcp_question_declined", capability=capability, caller=caller is not None)
             if pending is not None:
                 pending.declined = capability
@@ -150,6 +178,9 @@ def _asker(
         assert pending is not None
         pending.asked = True
         try:
+            if hold is not None:  # a 2026-07-28 caller: asked in an InputRequiredResult, answered by its retry
+                return await hold.ask(capability, request_of(params), result_type)
+            assert caller is not None
             return await caller.ask(request_of(params), result_type)
         except Exception as exc:  # the caller refused or went away: the upstream gets an error answer
             code = getattr(exc, "code", types.INTERNAL_ERROR)
@@ -229,13 +260,18 @@ def request_meta(caller: Caller | None) -> dict[str, Any] | None:
     return {LOG_LEVEL_META_KEY: caller.log_level}
 
 
-def relay_progress(caller: Caller | None) -> Callable[..., Any] | None:
-    """A progress callback that reports the upstream's progress to the caller against the caller's token."""
-    token = caller.progress_token if caller is not None else None
-    if caller is None or token is None:
+def relay_progress(pending: Pending) -> Callable[..., Any] | None:
+    """A progress callback that reports the upstream's progress to the request's caller against the caller's
+    token; None when the caller asked for none. A held call's caller changes with each round (and is None
+    between them): each report goes to the caller of the moment."""
+    if pending.caller is None or pending.caller.progress_token is None:
         return None
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
+        caller = pending.caller
+        token = caller.progress_token if caller is not None else None
+        if caller is None or token is None:
+            return
         params = types.ProgressNotificationParams(progress_token=token, progress=value, total=total, message=message)
         await caller.notify(types.ProgressNotification(params=params))
 

@@ -51,6 +51,20 @@ class McpBackendSettings(UpstreamBackendSettings):
     api_key: str | None = Field(
         default=None, description="Sent as Authorization: Bearer <key> (empty: none; HTTP only); use ${VAR}"
     )
+    answer_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=3600,
+        description=(
+            "How long a call is held open for a 2026-07-28 caller's answer when a handshake-era server asks it "
+            "something mid-call (elicitation, sampling, roots); then the call is cancelled"
+        ),
+    )
+    max_held_calls: int = Field(
+        default=256,
+        ge=0,
+        description="Most calls held open for their callers' answers at once (0: such questions are declined)",
+    )
     max_pages: int = Field(
         default=100, ge=1, le=10_000, description="Most tools/list pages read in one discovery (cursor pagination)"
     )

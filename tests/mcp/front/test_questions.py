@@ -71,6 +71,26 @@ async def test_a_stdio_servers_question_reaches_the_one_caller_in_flight(base: s
     assert "sampled by the caller" in result.content[0].text  # type: ignore[union-attr]
 
 
+async def test_a_stdio_servers_question_reaches_a_2026_caller_by_input_required_result(base: str) -> None:
+    """The handshake-era stdio server's question is held for the 2026-07-28 caller (adapters/mcp/held.py): the
+    SDK's client answers the `InputRequiredResult` and sends the call again, which answers the server."""
+    asked: list[str] = []
+
+    async def on_sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked.append(params.messages[0].content.text)  # type: ignore[union-attr]
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="sampled by the caller"), model="m"
+        )
+
+    async with Client(
+        f"{base}/mcp", mode="2026-07-28", sampling_callback=on_sampling, read_timeout_seconds=WAIT_S, cache=None
+    ) as mcp:
+        result = await mcp.call_tool("trigger-sampling-request", {"prompt": "what is three and three", "maxTokens": 5})
+    assert result.is_error is False
+    assert asked and "what is three and three" in asked[0]
+    assert "sampled by the caller" in result.content[0].text  # type: ignore[union-attr]
+
+
 def execute(base: str, tool: str, parameters: dict[str, Any]) -> dict[str, Any]:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tool.execute", "params": {"tool": tool, "parameters": parameters}}
     answer = httpx.post(f"{base}/rpc", json=body, timeout=WAIT_S).json()

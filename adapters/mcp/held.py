@@ -1,0 +1,354 @@
+"""A handshake-era upstream's question to a 2026-07-28 caller, relayed by holding the upstream's call open.
+
+A server of the handshake era (2025-06-18, 2025-11-25) asks its client mid-call: it sends an
+`elicitation/create`, `sampling/createMessage` or `roots/list` request on the call's stream and waits
+for the answer before it answers the call. A 2026-07-28 client is never asked that way: it gets an
+`InputRequiredResult` and sends the call again with its `inputResponses`. Between the two the gateway
+keeps the upstream's call running (a `Hold`) and turns each question into an entry of an
+`InputRequiredResult`; the caller's retry answers the question, and the call goes on to its result or
+to the next question.
+
+- The `requestState` the caller echoes is `PREFIX` and a random token naming the hold. It is bound to
+  the caller's principal, the tool and a digest of its arguments: a retry by anyone else, for another
+  tool or with other arguments, gets the SDK's own refusal (-32602 "Invalid or expired requestState").
+- A hold lives in the replica that holds the upstream's connection. The front records that replica in
+  the state store (`STORE_KEY`), as it does a session's home, so a retry that reaches another replica
+  is forwarded there (`route`).
+- Every part has a bound: the held calls per backend (`max_held_calls`), the wait for an answer
+  (`answer_timeout_s`, after which the upstream's call is cancelled), and the questions one call may
+  ask (`MAX_QUESTIONS`). A round that times out or whose client goes away cancels the call, as an
+  ordinary call's would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import mcp_types as types
+import orjson
+import structlog
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope
+
+from adapters.mcp import direct, relay
+from gateway.errors import ErrorKind, GatewayError
+from gateway.http import json_response
+from gateway.model import Principal, principal_name
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
+
+    from adapters.mcp.front import Endpoint
+
+log = structlog.get_logger("toolplex.mcp")
+
+PREFIX: Final = "toolplex-held."  # the requestState of a held call (an upstream's own never opens a hold)
+STORE_KEY: Final = "held.mcp:"  # state store: token -> {"home": replica id, "principal": name}
+MAX_QUESTIONS: Final = 32  # questions one held call may ask; the next is refused to the upstream
+INVALID_STATE: Final = "Invalid or expired requestState"  # the `mcp` SDK's wording, code and data
+METHODS: Final = ("tools/call", "resources/read", "prompts/get")  # the requests a hold is made for
+OVER_NOTE: Final = "mcp_held_over"  # `CallContext.notes`: a token this round ended (its call ended, or a new one)
+RECORD_SLACK_S: Final = 60.0  # a hold's record outlives its answer wait by this (the retry's round included)
+
+
+def invalid_state() -> MCPError:
+    return MCPError(types.INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
+
+
+def is_held(state: str | None) -> bool:
+    return isinstance(state, str) and state.startswith(PREFIX)
+
+
+def identity(method: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(target, arguments) a held `resources/read` or `prompts/get` is bound to, as a tool call is to its
+    tool and arguments."""
+    if method == "resources/read":
+        return f"{method} {params.get('uri')}", {}
+    return f"{method} {params.get('name')}", dict(params.get("arguments") or {})
+
+
+def digest(arguments: dict[str, Any]) -> bytes:
+    """What binds a hold to the arguments it was made for (sorted keys: key order is no difference)."""
+    return hashlib.sha256(orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)).digest()
+
+
+class _Question:
+    __slots__ = ("answer", "capability", "request", "result_type")
+
+    def __init__(
+        self, capability: str, request: types.ServerRequest, result_type: type[Any], answer: asyncio.Future[Any]
+    ) -> None:
+        self.capability = capability
+        self.request = request
+        self.result_type = result_type
+        self.answer = answer
+
+
+class Hold:
+    """One upstream call kept running while its caller answers the upstream's questions (`relay.Questions`)."""
+
+    def __init__(
+        self,
+        holds: Holds,
+        principal: Principal | None,
+        tool: str,
+        arguments: dict[str, Any],
+        link: Any,
+        exchange: Any,
+        caller: relay.Caller,
+    ) -> None:
+        self.holds = holds
+        self.token = ""  # the requestState of its latest InputRequiredResult (`Holds.park`: new each round)
+        self.principal = principal_name(principal)
+        self.tool = tool
+        self.digest = digest(arguments)
+        self.link = link  # the backend's connection the call runs on
+        self.exchange = exchange  # what the call's HTTP requests met (the backend reads its errors)
+        self.pending = relay.Pending(caller)  # the call as the server's messages about it find it
+        self.pending.hold = self
+        self.capabilities: dict[str, Any] = dict(caller.capabilities)  # what the round's caller can answer
+        self.task: asyncio.Task[Any] | None = None
+        self.open: dict[str, _Question] = {}  # asked, not yet answered
+        self.asked = 0
+        self.busy = False  # a round is waiting on the call now
+        self._changed = asyncio.Event()
+        self._expiry: asyncio.TimerHandle | None = None
+
+    # ---- the upstream's side (its questions arrive through `relay`) ----
+
+    async def ask(self, capability: str, request: types.ServerRequest, result_type: type[Any]) -> Any:
+        """Put the question into the next `InputRequiredResult`; return the caller's answer to the upstream."""
+        if self.asked >= MAX_QUESTIONS:
+            raise MCPError(types.INVALID_REQUEST, f"The gateway relays at most {MAX_QUESTIONS} questions per call")
+        key = f"q{self.asked}"
+        self.asked += 1
+        question = _Question(capability, request, result_type, asyncio.get_running_loop().create_future())
+        self.open[key] = question
+        self._changed.set()
+        try:
+            return await question.answer
+        finally:
+            self.open.pop(key, None)
+
+    # ---- the caller's side ----
+
+    def start(self, call: Awaitable[Any]) -> None:
+        self.task = asyncio.ensure_future(call)  # a copy of this context: the call's `relay.PENDING` is this hold's
+        self.task.add_done_callback(_retrieved)  # a call that fails while no round waits is no unhandled error
+
+    async def round(self, caller: relay.Caller) -> Any:
+        """Wait for the call's result (returned, or its error raised) or its next questions (returned as an
+        `InputRequiredResult`); meanwhile its logs and progress go to `caller`. The caller's deadline bounds
+        the wait: a wait that ends with neither (timeout, the client gone) cancels the call."""
+        assert self.task is not None
+        self.pending.caller = caller
+        self.busy = True
+        parked = False
+        try:
+            while not self.task.done() and not self.open:
+                self._changed.clear()
+                changed = asyncio.ensure_future(self._changed.wait())
+                try:
+                    await asyncio.wait({self.task, changed}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    changed.cancel()
+            if self.task.cancelled():  # ended under the hold (its connection closed with the backend)
+                raise GatewayError.of(ErrorKind.UPSTREAM_UNAVAILABLE, "The upstream's call ended before it answered")
+            if self.task.done():
+                return self.task.result()  # the call is over: `end` forgets it
+            parked = self.holds.park(self)
+            if not parked:
+                raise GatewayError(self.holds.full(self.tool, self._capability()))
+            asked = {key: _wire(question.request) for key, question in self.open.items()}
+            return types.InputRequiredResult.model_validate(
+                {"inputRequests": asked, "requestState": self.token}, by_name=False
+            )
+        finally:
+            self.busy = False
+            self.pending.caller = None  # its stream ends with this round's answer
+            if not parked:
+                self.end()
+
+    def _answer(self, responses: dict[str, Any]) -> None:
+        """Resolve each open question the caller answered (all checked before any is resolved)."""
+        answers: dict[str, Any] = {}
+        for key, question in self.open.items():
+            if key not in responses:
+                continue  # asked again in the next InputRequiredResult
+            try:
+                answers[key] = question.result_type.model_validate(_wire(responses[key]), by_name=False)
+            except ValueError:
+                what = f"inputResponses[{key!r}] is no answer to its {question.request.method} request"
+                raise MCPError(types.INVALID_PARAMS, what) from None
+        for key, answer in answers.items():
+            future = self.open.pop(key).answer  # no longer open: the round waits for what comes next
+            if not future.done():
+                future.set_result(answer)
+
+    def _capability(self) -> str:
+        return next(iter(self.open.values())).capability
+
+    def expire_after(self, seconds: float) -> None:
+        self.stop_expiry()
+        self._expiry = asyncio.get_running_loop().call_later(seconds, self._expired)
+
+    def stop_expiry(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+
+    def _expired(self) -> None:
+        log.info("mcp_held_call_expired", tool=self.tool, questions=len(self.open))
+        self.end()
+
+    def end(self) -> None:
+        """Stop holding: the call is cancelled if it still runs, and its token opens nothing any more."""
+        self.stop_expiry()
+        self.holds.forget(self)
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        for question in self.open.values():
+            if not question.answer.done():
+                question.answer.cancel()
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _wire(value: Any) -> Any:
+    """A model as its JSON (by alias); anything else as it is."""
+    dump = getattr(value, "model_dump", None)
+    return dump(by_alias=True, mode="json", exclude_none=True) if dump is not None else value
+
+
+class Holds:
+    """The held calls of one backend, by token; at most `limit`, each for at most `answer_s` per question."""
+
+    def __init__(self, limit: int, answer_s: float, full: Callable[[str, str], Any]) -> None:
+        self.limit = limit
+        self.answer_s = answer_s
+        self.full = full  # (tool, capability) -> the Failure of a call that cannot be held
+        self._held: OrderedDict[str, Hold] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def park(self, hold: Hold) -> bool:
+        """Keep `hold` for its caller's answer under a new token (each round's `requestState` is new, so an
+        earlier round's opens nothing); False when `limit` calls are held already."""
+        again = self.holding(hold)
+        if not again and len(self._held) >= self.limit:
+            log.warning("mcp_held_calls_full", limit=self.limit, tool=hold.tool)
+            return False
+        self.forget(hold)
+        hold.token = PREFIX + secrets.token_urlsafe(24)
+        self._held[hold.token] = hold
+        hold.expire_after(self.answer_s)
+        return True
+
+    def holding(self, hold: Hold) -> bool:
+        return bool(hold.token) and self._held.get(hold.token) is hold
+
+    def forget(self, hold: Hold) -> None:
+        if self._held.get(hold.token) is hold:
+            del self._held[hold.token]
+
+    def resume(self, caller: relay.Caller, principal: Principal | None, tool: str, arguments: dict[str, Any]) -> Hold:
+        """The hold a retry names, with the questions it answers answered; `invalid_state` unless the hold is
+        this caller's, for this tool and these arguments, and no other retry of it is under way."""
+        hold = self._held.get(caller.request_state or "")
+        if (
+            hold is None
+            or hold.busy
+            or hold.principal != principal_name(principal)
+            or hold.tool != tool
+            or hold.digest != digest(arguments)
+        ):
+            raise invalid_state()
+        hold._answer(caller.input_responses or {})
+        hold.capabilities = dict(caller.capabilities)
+        hold.stop_expiry()
+        return hold
+
+    def close(self) -> None:
+        for hold in list(self._held.values()):
+            hold.end()
+
+
+# ---- the front's side: where a hold lives ----
+
+
+async def record(
+    endpoint: Endpoint, token: str | None, over: str | None, principal: Principal | None, ttl_s: float
+) -> None:
+    """Note in the state store that this replica holds the call `token` names (its home, for `route`), for
+    `ttl_s`; forget the call `over` names, which ended here. A store failure costs only the forwarding (a
+    retry that reaches this replica still finds the call)."""
+    store = endpoint.services.store
+    try:
+        if is_held(token):
+            home = {"home": endpoint.services.replicas.id, "principal": principal_name(principal)}
+            await store.set(STORE_KEY + str(token), home, ttl_s)
+        if is_held(over):
+            await store.delete(STORE_KEY + str(over))
+    except GatewayError as exc:
+        log.warning("mcp_held_call_not_recorded", error=exc.failure.message)
+
+
+async def route(
+    endpoint: Endpoint, principal: Principal | None, scope: Scope, receive: Receive
+) -> tuple[Response | None, Receive]:
+    """A stateless `tools/call` retry whose `requestState` names a call another replica holds: that replica's
+    answer. Else (None, a `receive` that replays what was read): the request is served here."""
+    messages: list[Message] = []
+    size, limit = 0, endpoint.manager.max_request_body_size
+    while True:
+        message = await receive()
+        messages.append(message)
+        size += len(message.get("body", b""))
+        if message["type"] != "http.request" or size > limit or not message.get("more_body", False):
+            break
+    replayed = direct.replay(messages, receive)
+    body = b"".join(m.get("body", b"") for m in messages)
+    if b'"requestState"' not in body or size > limit:
+        return None, replayed
+    try:
+        decoded = orjson.loads(body)
+        token = decoded["params"]["requestState"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None, replayed
+    if not is_held(token):
+        return None, replayed
+    services = endpoint.services
+    try:
+        found = await services.store.get(STORE_KEY + token)
+    except GatewayError:
+        return None, replayed  # the store is out of reach: served here (the call is unknown here if held elsewhere)
+    request = Request(scope, replayed)
+    if (
+        not isinstance(found, dict)
+        or found.get("principal") != principal_name(principal)
+        or services.replicas.is_self(found.get("home"))
+        or services.forwarder.forwarded(request)
+    ):
+        return None, replayed
+    url = await services.forwarder.owner_url(found.get("home"))
+    if url is None:
+        return None, replayed  # its replica is gone, and the call with it: refused here
+    try:
+        return await services.forwarder.forward(request, url, body=body), replayed
+    except GatewayError as exc:
+        error = {"code": types.INTERNAL_ERROR, "message": exc.failure.message}
+        return json_response({"jsonrpc": "2.0", "id": _id_of(decoded), "error": error}, status=503), replayed
+
+
+def _id_of(decoded: Any) -> Any:
+    return decoded.get("id") if isinstance(decoded, dict) else None
