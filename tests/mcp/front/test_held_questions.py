@@ -12,7 +12,6 @@ replica that does not hold the call forwards; another caller's retry), and the `
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from adapters.mcp import held
 from tests.mcp import conformance
 from tests.mcp.front.modern_http import DEADLINE_S, MODERN, Caller
-from tests.support import served_gateway
+from tests.mcp.front.two_replicas import fronting_reference
 
 ALICE, BOB = secrets.token_hex(16), secrets.token_hex(16)
 CONFIG = f"""
@@ -49,14 +48,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 @pytest.fixture(scope="module")
 def gateways(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[tuple[str, str]]:
     """Two replicas (their MCP URLs) fronting one handshake-era reference server, sharing one Redis."""
-    tmp = tmp_path_factory.mktemp("mcp-held")
-    config = tmp / "gateway.yaml"
-    config.write_text(CONFIG)
-    with conformance.reference_server() as upstream, contextlib.ExitStack() as stack:
-        env = {"REDIS_URL": redis_url, "KEY_PREFIX": f"mcp-held-{secrets.token_hex(4)}:", "UPSTREAM": upstream}
-        a, _ = stack.enter_context(served_gateway(config, env, tmp / "a.log"))
-        b, _ = stack.enter_context(served_gateway(config, env, tmp / "b.log"))
-        yield f"{a}/mcp", f"{b}/mcp"
+    with fronting_reference(CONFIG, redis_url, tmp_path_factory.mktemp("mcp-held")) as urls:
+        yield urls
 
 
 def asked(result: dict[str, Any]) -> tuple[str, dict[str, Any], str]:

@@ -53,7 +53,16 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield url
 
 
-async def test_a_stdio_servers_question_reaches_the_one_caller_in_flight(base: str) -> None:
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param("legacy", id="handshake-era caller, asked directly"),
+        pytest.param("2026-07-28", id="2026-07-28 caller, by InputRequiredResult (adapters/mcp/held.py)"),
+    ],
+)
+async def test_a_stdio_servers_question_reaches_the_one_caller_in_flight(base: str, mode: str) -> None:
+    """A 2026-07-28 caller's SDK client answers the `InputRequiredResult` and sends the call again, which
+    answers the handshake-era server's question; a handshake-era caller is asked with a request."""
     asked: list[str] = []
 
     async def on_sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
@@ -63,31 +72,11 @@ async def test_a_stdio_servers_question_reaches_the_one_caller_in_flight(base: s
         )
 
     async with Client(
-        f"{base}/mcp", mode="legacy", sampling_callback=on_sampling, read_timeout_seconds=WAIT_S, cache=None
+        f"{base}/mcp", mode=mode, sampling_callback=on_sampling, read_timeout_seconds=WAIT_S, cache=None
     ) as mcp:
         result = await mcp.call_tool("trigger-sampling-request", {"prompt": "what is two and two", "maxTokens": 5})
     assert result.is_error is False
     assert asked and "what is two and two" in asked[0]
-    assert "sampled by the caller" in result.content[0].text  # type: ignore[union-attr]
-
-
-async def test_a_stdio_servers_question_reaches_a_2026_caller_by_input_required_result(base: str) -> None:
-    """The handshake-era stdio server's question is held for the 2026-07-28 caller (adapters/mcp/held.py): the
-    SDK's client answers the `InputRequiredResult` and sends the call again, which answers the server."""
-    asked: list[str] = []
-
-    async def on_sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        asked.append(params.messages[0].content.text)  # type: ignore[union-attr]
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text="sampled by the caller"), model="m"
-        )
-
-    async with Client(
-        f"{base}/mcp", mode="2026-07-28", sampling_callback=on_sampling, read_timeout_seconds=WAIT_S, cache=None
-    ) as mcp:
-        result = await mcp.call_tool("trigger-sampling-request", {"prompt": "what is three and three", "maxTokens": 5})
-    assert result.is_error is False
-    assert asked and "what is three and three" in asked[0]
     assert "sampled by the caller" in result.content[0].text  # type: ignore[union-attr]
 
 

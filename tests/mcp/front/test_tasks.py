@@ -9,7 +9,6 @@ in a replica's memory, and its id opens for the caller that made it only.
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ from gateway.model import Principal
 from gateway.state import MemoryStore
 from tests.mcp import conformance
 from tests.mcp.front.modern_http import DEADLINE_S, MODERN, Caller, message_of
-from tests.support import served_gateway
+from tests.mcp.front.two_replicas import fronting_reference
 
 ALICE, BOB = secrets.token_hex(16), secrets.token_hex(16)
 CONFIG = f"""
@@ -51,14 +50,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 @pytest.fixture(scope="module")
 def gateways(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[tuple[str, str]]:
     """Two replicas (their MCP URLs) fronting one reference server, sharing one Redis."""
-    tmp = tmp_path_factory.mktemp("mcp-tasks")
-    config = tmp / "gateway.yaml"
-    config.write_text(CONFIG)
-    with conformance.reference_server() as upstream, contextlib.ExitStack() as stack:
-        env = {"REDIS_URL": redis_url, "KEY_PREFIX": f"mcp-tasks-{secrets.token_hex(4)}:", "UPSTREAM": upstream}
-        a, _ = stack.enter_context(served_gateway(config, env, tmp / "a.log"))
-        b, _ = stack.enter_context(served_gateway(config, env, tmp / "b.log"))
-        yield f"{a}/mcp", f"{b}/mcp"
+    with fronting_reference(CONFIG, redis_url, tmp_path_factory.mktemp("mcp-tasks")) as urls:
+        yield urls
 
 
 DONE = frozenset({"completed", "failed", "cancelled"})
