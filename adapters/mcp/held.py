@@ -44,7 +44,9 @@ from gateway.model import Principal, principal_name
 if TYPE_CHECKING:
     from starlette.responses import Response
 
+    from adapters.mcp.backend import Link
     from adapters.mcp.front import Endpoint
+    from adapters.mcp.http import Exchange
 
 log = structlog.get_logger("toolplex.mcp")
 
@@ -99,8 +101,8 @@ class Hold:
         principal: Principal | None,
         tool: str,
         arguments: dict[str, Any],
-        link: Any,
-        exchange: Any,
+        link: Link,
+        exchange: Exchange,
         caller: relay.Caller,
     ) -> None:
         self.holds = holds

@@ -14,6 +14,9 @@ such context: there a log line or a question goes to the caller of the one reque
 connection, and while two or more are in flight it reaches none (logged, or declined), as it cannot be
 told whose it is. Progress names its request, so it always reaches its caller.
 
+A handshake-era server's question to a 2026-07-28 caller cannot be put as a request: the call is held
+open (`adapters.mcp.held`, the `Pending.hold`) and the question goes back as an `InputRequiredResult`.
+
 Each request in flight is a `Pending`: it also records whether the server asked its caller anything
 (the answer then depends on more than the arguments, so it is not cached) and which question was
 declined (the call then failed for want of a client that can answer, not for a fault of the server).

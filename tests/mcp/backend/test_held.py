@@ -23,6 +23,8 @@ ASK = types.ElicitRequest(
     )
 )
 ALICE = Principal(name="alice")
+NO_LINK: Any = None  # the upstream's call here is a coroutine: no connection, no HTTP exchange
+NO_EXCHANGE: Any = None
 
 
 @dataclass
@@ -49,7 +51,7 @@ def refused(tool: str, capability: str) -> Failure:
 
 def hold_of(holds: held.Holds, caller: FakeCaller, arguments: dict[str, Any] | None = None) -> held.Hold:
     """A hold whose upstream call asks one question, then answers with what it was told."""
-    hold = held.Hold(holds, ALICE, "greet", arguments or {}, None, None, caller)
+    hold = held.Hold(holds, ALICE, "greet", arguments or {}, NO_LINK, NO_EXCHANGE, caller)
 
     async def call() -> str:
         answer = await hold.ask("elicitation", ASK, types.ElicitResult)
@@ -148,7 +150,7 @@ async def test_no_more_calls_are_held_than_the_limit() -> None:
 
 async def test_a_round_that_times_out_cancels_the_call() -> None:
     holds = held.Holds(limit=4, answer_s=WAIT_S, full=refused)
-    hold = held.Hold(holds, ALICE, "slow", {}, None, None, FakeCaller())
+    hold = held.Hold(holds, ALICE, "slow", {}, NO_LINK, NO_EXCHANGE, FakeCaller())
     hold.start(asyncio.Event().wait())  # an upstream that never answers
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0):  # the caller's deadline has passed: the round is cancelled as it waits
@@ -159,7 +161,7 @@ async def test_a_round_that_times_out_cancels_the_call() -> None:
 
 async def test_a_call_may_ask_only_so_many_questions() -> None:
     holds = held.Holds(limit=4, answer_s=WAIT_S, full=refused)
-    hold = held.Hold(holds, ALICE, "chatty", {}, None, None, FakeCaller())
+    hold = held.Hold(holds, ALICE, "chatty", {}, NO_LINK, NO_EXCHANGE, FakeCaller())
     hold.asked = held.MAX_QUESTIONS
     with pytest.raises(MCPError) as refusal:
         await hold.ask("elicitation", ASK, types.ElicitResult)
