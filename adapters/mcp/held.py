@@ -1,6 +1,7 @@
 """A handshake-era upstream's question to a 2026-07-28 caller, relayed by holding the upstream's call open.
 
-A server of the handshake era (2025-06-18, 2025-11-25) asks its client mid-call: it sends an
+A server of the handshake era (2025-06-18, 2025-11-25) asks its client mid-call (during `tools/call`,
+`prompts/get` or `resources/read`): it sends an
 `elicitation/create`, `sampling/createMessage` or `roots/list` request on the call's stream and waits
 for the answer before it answers the call. A 2026-07-28 client is never asked that way: it gets an
 `InputRequiredResult` and sends the call again with its `inputResponses`. Between the two the gateway
@@ -9,8 +10,9 @@ keeps the upstream's call running (a `Hold`) and turns each question into an ent
 to the next question.
 
 - The `requestState` the caller echoes is `PREFIX` and a random token naming the hold. It is bound to
-  the caller's principal, the tool and a digest of its arguments: a retry by anyone else, for another
-  tool or with other arguments, gets the SDK's own refusal (-32602 "Invalid or expired requestState").
+  the caller's principal, the tool (prompt, URI) and a digest of its arguments, and is new each round: a
+  retry by anyone else, for another tool or with other arguments, or with an earlier round's state, gets
+  the SDK's own refusal (-32602 "Invalid or expired requestState").
 - A hold lives in the replica that holds the upstream's connection. The front records that replica in
   the state store (`STORE_KEY`), as it does a session's home, so a retry that reaches another replica
   is forwarded there (`route`).
@@ -308,7 +310,7 @@ async def record(
 async def route(
     endpoint: Endpoint, principal: Principal | None, scope: Scope, receive: Receive
 ) -> tuple[Response | None, Receive]:
-    """A stateless `tools/call` retry whose `requestState` names a call another replica holds: that replica's
+    """A stateless retry (`METHODS`) whose `requestState` names a call another replica holds: that replica's
     answer. Else (None, a `receive` that replays what was read): the request is served here."""
     messages: list[Message] = []
     size, limit = 0, endpoint.manager.max_request_body_size
