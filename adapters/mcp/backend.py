@@ -723,7 +723,7 @@ class McpBackend(BaseBackend):
         except MCPError as exc:
             await self._settle(exc, link)
             if caller is not None and _answered(exc, exchange):  # the MCP caller gets the server's own error
-                context.notes["mcp_error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
+                _note_error(exc, context)
             if pending.declined is not None and _answered(exc, exchange):
                 raise GatewayError(self._unanswerable(binding.name, pending.declined)) from None
             raise self._request_failure(exc, exchange, link, "tools/call") from None
@@ -1017,10 +1017,15 @@ async def _held(link: Link, caller: relay.Caller, hold: held.Hold, send: Awaitab
         return await send
 
 
+def _note_error(exc: MCPError, context: CallContext) -> None:
+    """The JSON-RPC error an MCP front answers its caller with, as it is (`Endpoint._result` reads it)."""
+    context.notes["mcp_error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
+
+
 def _refused(exc: MCPError, context: CallContext) -> GatewayError:
     """A 2026-07-28 retry the gateway itself refuses (its requestState names no call held for it): the MCP
     front answers the JSON-RPC error as it is."""
-    context.notes["mcp_error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
+    _note_error(exc, context)
     return GatewayError.of(ErrorKind.MALFORMED, exc.message)
 
 

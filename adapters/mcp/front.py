@@ -539,7 +539,7 @@ class Endpoint:
         if held.is_held(token) or over is not None:
             backend = self.services.backend(spec.backend)
             wait_s = getattr(getattr(backend, "settings", None), "answer_timeout_s", 0.0)
-            await held.record(self, token, over, context.principal, wait_s + held.RECORD_SLACK_S)
+            await held.record(self, token, over, context.principal, wait_s)
 
     async def call_plain(
         self,

@@ -291,16 +291,16 @@ class Holds:
 
 
 async def record(
-    endpoint: Endpoint, token: str | None, over: str | None, principal: Principal | None, ttl_s: float
+    endpoint: Endpoint, token: str | None, over: str | None, principal: Principal | None, answer_s: float
 ) -> None:
     """Note in the state store that this replica holds the call `token` names (its home, for `route`), for
-    `ttl_s`; forget the call `over` names, which ended here. A store failure costs only the forwarding (a
-    retry that reaches this replica still finds the call)."""
+    its backend's answer wait `answer_s` and `RECORD_SLACK_S`; forget the call `over` names, which ended here.
+    A store failure costs only the forwarding (a retry that reaches this replica still finds the call)."""
     store = endpoint.services.store
     try:
         if is_held(token):
             home = {"home": endpoint.services.replicas.id, "principal": principal_name(principal)}
-            await store.set(STORE_KEY + str(token), home, ttl_s)
+            await store.set(STORE_KEY + str(token), home, answer_s + RECORD_SLACK_S)
         if is_held(over):
             await store.delete(STORE_KEY + str(over))
     except GatewayError as exc:

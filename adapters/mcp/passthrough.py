@@ -367,8 +367,7 @@ class Passthrough:
         sent = caller.request_state
         over = sent if held.is_held(sent) and sent != token else None
         if held.is_held(token) or over is not None:
-            ttl_s = backend.settings.answer_timeout_s + held.RECORD_SLACK_S
-            await held.record(self.endpoint, token, over, principal, ttl_s)
+            await held.record(self.endpoint, token, over, principal, backend.settings.answer_timeout_s)
         return answer
 
     # ---- what the servers say ----

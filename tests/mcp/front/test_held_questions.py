@@ -12,7 +12,6 @@ replica that does not hold the call forwards; another caller's retry), and the `
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,19 +25,8 @@ from mcp.client.streamable_http import streamable_http_client
 from adapters.mcp import held
 from tests.mcp import conformance
 from tests.mcp.front.modern_http import DEADLINE_S, MODERN, Caller
-from tests.mcp.front.two_replicas import fronting_reference
+from tests.mcp.front.two_replicas import ALICE, BOB, fronting_reference
 
-ALICE, BOB = secrets.token_hex(16), secrets.token_hex(16)
-CONFIG = f"""
-server: {{shutdown_grace_s: 2}}
-state: {{store: redis, url: "${{REDIS_URL}}", key_prefix: "${{KEY_PREFIX}}"}}
-auth:
-  api_keys:
-    - {{name: alice, key: {ALICE}}}
-    - {{name: bob, key: {BOB}}}
-backends:
-  - {{name: reference, kind: mcp, url: "${{UPSTREAM}}", era: legacy}}
-"""
 ASKS = {"elicitation": {}, "sampling": {}, "roots": {}}
 NAME = {"action": "accept", "content": {"name": "Ada"}}
 
@@ -48,7 +36,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 @pytest.fixture(scope="module")
 def gateways(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[tuple[str, str]]:
     """Two replicas (their MCP URLs) fronting one handshake-era reference server, sharing one Redis."""
-    with fronting_reference(CONFIG, redis_url, tmp_path_factory.mktemp("mcp-held")) as urls:
+    with fronting_reference(redis_url, tmp_path_factory.mktemp("mcp-held"), era="legacy") as urls:
         yield urls
 
 

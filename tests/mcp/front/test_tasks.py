@@ -9,7 +9,6 @@ in a replica's memory, and its id opens for the caller that made it only.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,19 +28,8 @@ from gateway.model import Principal
 from gateway.state import MemoryStore
 from tests.mcp import conformance
 from tests.mcp.front.modern_http import DEADLINE_S, MODERN, Caller, message_of
-from tests.mcp.front.two_replicas import fronting_reference
+from tests.mcp.front.two_replicas import ALICE, BOB, fronting_reference
 
-ALICE, BOB = secrets.token_hex(16), secrets.token_hex(16)
-CONFIG = f"""
-server: {{shutdown_grace_s: 2}}
-state: {{store: redis, url: "${{REDIS_URL}}", key_prefix: "${{KEY_PREFIX}}"}}
-auth:
-  api_keys:
-    - {{name: alice, key: {ALICE}}}
-    - {{name: bob, key: {BOB}}}
-backends:
-  - {{name: reference, kind: mcp, url: "${{UPSTREAM}}"}}
-"""
 WITH_TASKS = {"extensions": {EXTENSION: {}}, "elicitation": {}}
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -50,7 +38,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 @pytest.fixture(scope="module")
 def gateways(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[tuple[str, str]]:
     """Two replicas (their MCP URLs) fronting one reference server, sharing one Redis."""
-    with fronting_reference(CONFIG, redis_url, tmp_path_factory.mktemp("mcp-tasks")) as urls:
+    with fronting_reference(redis_url, tmp_path_factory.mktemp("mcp-tasks")) as urls:
         yield urls
 
 
