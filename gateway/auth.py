@@ -44,7 +44,11 @@ class ApiKeys:
 
 
 class JwtAuth:
-    """Bearer JWTs signed with HS256 and a shared secret; `exp` required, `aud` checked when configured.
+    """Bearer JWTs signed with HS256 and a shared secret; `exp` and the principal claim (`sub` by default)
+    required, `aud` and `iss` checked when configured.
+
+    The principal claim names the caller (`jwt:<value>`): its sessions, workspaces, limits and records are
+    its own. A token without it is refused rather than made one shared principal of every such token.
 
     Only HS256 is accepted: `none` and every other algorithm are refused
     before the signature is looked at, so a forged header cannot pick one.
@@ -63,9 +67,13 @@ class JwtAuth:
         leeway: float = 0.0,
         claim: str = "scope",
         grants: Mapping[str, Sequence[str]] | None = None,
+        principal_claim: str = "sub",
+        issuer: str | None = None,
     ) -> None:
         self._secret = secret
         self.audience = audience
+        self.principal_claim = principal_claim
+        self.issuer = issuer
         self.leeway = leeway
         self.claim = claim
         self.grants = {value: tuple(globs) for value, globs in grants.items()} if grants is not None else None
@@ -88,6 +96,8 @@ class JwtAuth:
             leeway=float(settings.leeway_s),
             claim=settings.claim,
             grants=settings.grants,
+            principal_claim=settings.principal_claim,
+            issuer=settings.issuer,
         )
 
     def authenticate(self, token: str) -> Principal | None:
@@ -111,8 +121,9 @@ class JwtAuth:
                 self._secret,
                 algorithms=[self.ALGORITHM],
                 audience=self.audience,
+                issuer=self.issuer,
                 leeway=self.leeway,
-                options={"require": ["exp"]},
+                options={"require": ["exp", *(["iss"] if self.issuer is not None else [])]},
             )
         except jwt.ExpiredSignatureError:
             raise _unauthenticated("JWT has expired") from None
@@ -120,16 +131,20 @@ class JwtAuth:
             raise _unauthenticated(f"JWT lacks the required claim {exc.claim!r}") from None
         except jwt.InvalidAudienceError:
             raise _unauthenticated("JWT audience is not accepted by this gateway") from None
+        except jwt.InvalidIssuerError:
+            raise _unauthenticated("JWT issuer is not accepted by this gateway") from None
         except jwt.InvalidSignatureError:
             raise _unauthenticated("JWT signature is invalid") from None
         except jwt.InvalidTokenError as exc:
             raise _unauthenticated(f"JWT is invalid: {exc}") from None
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # whatever a hostile token trips
             raise _unauthenticated(f"JWT is invalid: {type(exc).__name__}") from None
-        subject = claims.get("sub")
-        return Principal(
-            name=f"jwt:{subject}" if isinstance(subject, str) and subject else "jwt", tools=self.tools_of(claims)
-        )
+        subject = claims.get(self.principal_claim)
+        if not isinstance(subject, str) or not subject:
+            raise _unauthenticated(
+                f"JWT lacks the claim {self.principal_claim!r} naming its caller (a non-empty string)"
+            )
+        return Principal(name=f"jwt:{subject}", tools=self.tools_of(claims))
 
     def tools_of(self, claims: Mapping[str, Any]) -> tuple[str, ...] | None:
         """The globs the token's claim values are granted (their union, in order); None without grants: all tools."""
@@ -177,6 +192,21 @@ def _unauthenticated(message: str) -> GatewayError:
     return GatewayError.of(ErrorKind.UNAUTHENTICATED, message)
 
 
+CREDENTIAL_HEADERS = (("authorization", "Authorization"), ("x-api-key", "X-API-Key"))
+
+
+def client_credentials(headers: Mapping[str, str]) -> dict[str, str]:
+    """The credential headers the client sent, as it sent them (Authorization, X-API-Key): what a backend
+    with `forward_authorization` sends upstream in place of its own credentials (`gateway.upstream.Credentials`).
+    Every front takes them here, so a client is forwarded the same whichever header it authenticated with."""
+    found: dict[str, str] = {}
+    for lowered, name in CREDENTIAL_HEADERS:
+        value = headers.get(lowered)
+        if value:
+            found[name] = value
+    return found
+
+
 def bearer_token(headers: Mapping[str, str]) -> str | None:
     """`Authorization: Bearer X`, a bare `Authorization: X` (OpenTool TS SDK), or `X-API-Key: X`."""
     value = headers.get("authorization")
@@ -200,7 +230,10 @@ class Authenticator:
             return None
         token = bearer_token(headers)
         if not token:
-            raise GatewayError.of(ErrorKind.UNAUTHENTICATED, "Missing credentials: send Authorization: Bearer <key>")
+            raise GatewayError.of(
+                ErrorKind.UNAUTHENTICATED,
+                "Missing credentials: send the Authorization header (an API key or a JWT, scheme Bearer) or X-API-Key",
+            )
         for method in self.methods:
             principal = method.authenticate(token)
             if principal is not None:

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import httpx
-
 from gateway.config.models import LimitsSettings
 from gateway.model import CallContext, ToolSpec
+from gateway.ownership import Shares
 from gateway.upstream import UPSTREAMS
 
 if TYPE_CHECKING:
@@ -29,7 +28,7 @@ class Feature(StrEnum):
 
     STREAM = "stream"  # delivers partial results through `CallContext.stream` while a call runs
     SESSIONS = "sessions"  # keeps per-client upstream sessions: `SessionBackend.release_session`
-    WORKSPACES = "workspaces"  # serves the session workspace itself: `WorkspaceBackend.forward`
+    WORKSPACES = "workspaces"  # serves the session workspace itself: FILE requests (`OperationBackend.operate`)
     CHECKS_REQUIREMENTS = "checks_requirements"  # its upstream answers missing authorizations itself
     ENV_DESCRIPTIONS = "env_descriptions"  # describes its toolkits: `EnvDescriptions.env_descriptions`
 
@@ -54,6 +53,8 @@ class BackendContext:
     workspaces: Workspaces | None = field(default=None, compare=False)
     # A backend whose server says its tools changed asks for its own rediscovery now (not at the next interval).
     rediscover: Callable[[str], None] | None = field(default=None, compare=False)
+    # One principal's share of every per-caller bound a backend keeps (upstream sessions, held calls).
+    shares: Shares = field(default_factory=Shares, compare=False)
 
 
 @runtime_checkable
@@ -87,6 +88,7 @@ class BaseBackend:
     name: str
     settings: BackendSettings
     features: frozenset[Feature] = frozenset()
+    operations: frozenset[str] = frozenset()  # the request kinds besides tool calls it serves (`OperationBackend`)
 
     async def start(self) -> None:
         return None
@@ -100,10 +102,30 @@ class BaseBackend:
 
 
 @runtime_checkable
+class OperationBackend(Protocol):
+    """A backend that serves requests of other kinds than tool calls (`gateway.model.RequestKind`), those
+    named in `operations`. The pipeline alone calls `operate`, after its policy stages (the caller's
+    principal, limits, middleware, metrics, call log), so the backend decides only what goes upstream.
+
+    `operation` is the protocol's own method (`resources/read`), `params` its parameters as the caller sent
+    them, `context` the caller (its principal, credentials, the peer to talk back to) and `payload` a body
+    that is no JSON (a file). Returns the upstream's answer; raises GatewayError like `call`.
+    """
+
+    operations: frozenset[str]
+
+    async def operate(
+        self, kind: str, operation: str, params: dict[str, Any], context: CallContext, payload: Any = None
+    ) -> Any: ...
+
+
+@runtime_checkable
 class SessionBackend(Protocol):
     """Feature.SESSIONS: per-client state upstream, released when the client's session ends."""
 
-    async def release_session(self, session_key: str) -> None: ...
+    async def release_session(self, owner: str, session_key: str) -> None:
+        """`owner`'s (a principal's name) front session `session_key` ended."""
+        ...
 
 
 @runtime_checkable
@@ -112,18 +134,3 @@ class EnvDescriptions(Protocol):
 
     @property
     def env_descriptions(self) -> Mapping[str, str]: ...
-
-
-@runtime_checkable
-class WorkspaceBackend(Protocol):
-    """Feature.WORKSPACES: the session workspace lives upstream; its endpoints are forwarded there as sent."""
-
-    async def forward(
-        self,
-        session_key: str | None,
-        path: str,
-        body: Callable[[], Any],
-        size: int,
-        content_type: str | None,
-        authorization: str | None = None,
-    ) -> httpx.Response: ...

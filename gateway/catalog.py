@@ -149,6 +149,7 @@ class Catalog:
         self._kits_every = _grouped(self._every_latest, by_name=True)
         self._kits_visible = _grouped(self._visible_latest, by_name=True)
         self._views: BoundedCache[tuple[ToolSpec, ...]] = BoundedCache(MAX_VIEWS)
+        self._reachable: BoundedCache[frozenset[str]] = BoundedCache(MAX_VIEWS)
         self._grouped_views: BoundedCache[dict[str, tuple[ToolSpec, ...]]] = BoundedCache(MAX_VIEWS)
         self._size = len(self._all_versions)
 
@@ -186,6 +187,17 @@ class Catalog:
     def listed_toolkits(self, principal: Principal | None) -> dict[str, tuple[ToolSpec, ...]]:
         """`listed(principal)` grouped by toolkit, in the order they first appear (a shared value: never change it)."""
         return self._grouped_views.get(permission_view(principal), lambda: _grouped(self.listed(principal)))
+
+    def reaches(self, principal: Principal | None, backend: str) -> bool:
+        """May `principal` make requests of `backend` other than tool calls (its resources, prompts, files):
+        it may call at least one of its tools (hidden ones included). Worked out once per permission view."""
+        if principal is None or principal.tools is None:
+            return True
+
+        def build() -> frozenset[str]:
+            return frozenset(s.backend for s in self._all_versions if permitted(principal, s))
+
+        return backend in self._reachable.get(permission_view(principal), build)
 
     def versions_of(self, tool: str) -> list[str]:
         return [s.version for s in self._by_flat.get(self._flat(tool), [])]

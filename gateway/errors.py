@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gateway.redaction import redact_text
+
 
 class ErrorKind(StrEnum):
     MALFORMED = "malformed_request"
@@ -42,6 +44,16 @@ class Failure:
     # Kind-specific facts: available versions, missing secrets, authorization
     # challenges ({"authorization": [{"id", "url", "check_url"}]}), ...
     details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Every text a client may read passes the logs' redaction here, once, whichever path made it:
+        # a stdio server's stderr tail, an upstream's error body, a tool's own message.
+        for name in ("message", "developer_message", "additional_prompt_content"):
+            text = getattr(self, name)
+            if isinstance(text, str) and text:
+                cleaned = redact_text(text)
+                if cleaned != text:
+                    object.__setattr__(self, name, cleaned)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (for state stores); inverse of `from_dict`."""

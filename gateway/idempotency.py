@@ -16,7 +16,8 @@ passed (`precheck`: the caller may still call the tool, its secrets and
 authorizations are present): the key names the principal and the fingerprint
 what the front deems identity (the user, say), so a record never reaches
 another caller. The records this process wrote are kept within a byte budget
-and a count (`Retained`); the oldest go first.
+and a count (`Retained`), each principal within its share of them; a
+principal's oldest go first.
 
 The service outlives reloads (it belongs to the gateway, not to a front
 object); a front calls `configure()` with its current settings each time its
@@ -28,11 +29,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import orjson
 import structlog
@@ -40,6 +39,7 @@ import structlog
 from gateway.background import BackgroundTasks
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import Call, Outcome, principal_name
+from gateway.ownership import OwnedEntries, Shares, owned_key
 from gateway.replicas import Replicas
 from gateway.runs import Run, RunRegistry
 from gateway.state import StateStore
@@ -65,55 +65,58 @@ class IdempotencyPolicy:
     identity: str = "the same call"  # what a key must keep naming, for the conflict's developer message
 
 
-@dataclass(frozen=True)
-class _Entry:
-    token: str
-    size: int
-    expires: float  # time.monotonic()
-
-
 class Retained:
     """The finished records this process wrote, oldest first, within `max_bytes` and `max_entries`.
 
     `bytes` counts each record's outcome JSON as stored. The store's own TTL
     removes a record after the retention; this index forgets it then too, and
     when a new record would exceed a bound, names the oldest ones to delete.
+    Each record belongs to its principal (`gateway.ownership`): a principal past
+    its share loses its own oldest records, and a record that finds the budget
+    full of other principals' is not kept (`admit` raises `StoreFull`).
     """
 
-    def __init__(self, *, max_bytes: int, max_entries: int, retention: float) -> None:
-        self.max_bytes = max_bytes
-        self.max_entries = max_entries
+    def __init__(self, *, max_bytes: int, max_entries: int, retention: float, shares: Shares | None = None) -> None:
         self.retention = retention
-        self.bytes = 0
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._held: OwnedEntries[str, tuple[str, str]] = OwnedEntries(
+            max_entries=max(1, max_entries), max_bytes=max_bytes, shares=shares, idle_s=retention, what="call records"
+        )
+        self.max_entries = max_entries
+
+    @property
+    def max_bytes(self) -> int:
+        return self._held.max_bytes or 0
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self._held.max_bytes = value
+
+    @property
+    def bytes(self) -> int:
+        return self._held.bytes
+
+    def configure(self, *, max_bytes: int, max_entries: int, retention: float) -> None:
+        self._held.max_bytes, self._held.max_entries = max_bytes, max(1, max_entries)
+        self._held.idle_s = self.retention = retention
+        self.max_entries = max_entries
 
     def __len__(self) -> int:
-        return len(self._entries)
+        self._held.expire()
+        return len(self._held)
 
     def fits(self, size: int) -> bool:
-        return size <= self.max_bytes and self.max_entries > 0
+        return size <= self._held.shares.of(self.max_bytes) and self.max_entries > 0 and self.retention > 0
 
-    def admit(self, key: str, token: str, size: int) -> list[tuple[str, str]]:
-        """Count a record of `size` bytes under `key`; returns (key, token) of the records to evict."""
-        self.discard(key)
-        now = time.monotonic()
-        self._entries[key] = _Entry(token, size, now + self.retention)
-        self.bytes += size
-        evicted: list[tuple[str, str]] = []
-        while self._entries:
-            oldest, entry = next(iter(self._entries.items()))
-            over = self.bytes > self.max_bytes or len(self._entries) > self.max_entries
-            if entry.expires > now and not over:
-                break
-            self.discard(oldest)
-            if entry.expires > now:  # expired ones are gone from the store already
-                evicted.append((oldest, entry.token))
-        return evicted
+    def admit(self, key: str, token: str, size: int, owner: str = "") -> list[tuple[str, str]]:
+        """Count a record of `size` bytes under `key`, `owner`'s; returns (key, token) of the records to evict
+        (the owner's own; expired ones are gone from the store already). Raises `StoreFull` when the budget
+        is full of other owners' records."""
+        self._held.expire()
+        self._held.pop(owner, key)  # re-admitted: counted once, as the newest
+        return self._held.put(owner, key, (key, token), size)
 
-    def discard(self, key: str) -> None:
-        entry = self._entries.pop(key, None)
-        if entry is not None:
-            self.bytes -= entry.size
+    def discard(self, key: str, owner: str = "") -> None:
+        self._held.pop(owner, key)
 
 
 class IdempotentRuns:
@@ -127,6 +130,7 @@ class IdempotentRuns:
         *,
         namespace: str,
         replicas: Replicas | None = None,
+        shares: Shares | None = None,
     ) -> None:
         self.store = store
         self.runs = runs
@@ -135,7 +139,7 @@ class IdempotentRuns:
         self.namespace = namespace
         self._policy: IdempotencyPolicy | None = None
         # Bounds come from configure(); the index itself survives reconfiguring (reloads).
-        self.retained = Retained(max_bytes=0, max_entries=0, retention=0.0)
+        self.retained = Retained(max_bytes=0, max_entries=0, retention=0.0, shares=shares)
         self._background = BackgroundTasks()
 
     def configure(
@@ -153,9 +157,7 @@ class IdempotentRuns:
         self._policy = IdempotencyPolicy(
             retention, patience, retry_after_ms, max_bytes, max_entries, recorded, identity
         )
-        self.retained.max_bytes = max_bytes
-        self.retained.max_entries = max_entries
-        self.retained.retention = retention
+        self.retained.configure(max_bytes=max_bytes, max_entries=max_entries, retention=retention)
 
     @property
     def policy(self) -> IdempotencyPolicy:
@@ -164,12 +166,13 @@ class IdempotentRuns:
         return self._policy
 
     def record_key(self, principal: str, key: str) -> str:
-        """`<namespace>:call:<principal>:<key>`, the principal quoted so that no ':' in it can shift the split.
+        """The principal's own record of `key` (`owned_key`: the principal quoted, so that no ':' in it can
+        shift the split, and each principal's records bounded apart in the store).
 
         JWT principals are `jwt:<sub>`: unquoted, subject `a:b` with key `c` and
         subject `a` with key `b:c` would share one record.
         """
-        return f"{self.namespace}:call:{quote(principal, safe='')}:{key}"
+        return owned_key(self.namespace, principal, f"call:{key}")
 
     async def call(self, key: str, fingerprint: str, call: Call, lost_after: float) -> Outcome:
         """The outcome of `call` under idempotency key `key`: fresh, collected, replayed or pending.
@@ -290,7 +293,12 @@ class IdempotentRuns:
             )
             await self.store.delete(key)
             return
-        evicted = self.retained.admit(key, token, size)
+        try:
+            evicted = self.retained.admit(key, token, size, principal_name(run.call.context.principal))
+        except GatewayError:  # the budget is full of other callers' records: this one is not kept
+            log.warning("idempotent_outcome_not_retained", namespace=self.namespace, bytes=size, full=True)
+            await self.store.delete(key)
+            return
         done = {"status": "done", "fingerprint": record["fingerprint"], "token": token, "outcome": encoded}
         await self.store.set(key, done, policy.retention)
         for old_key, old_token in evicted:

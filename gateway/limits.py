@@ -145,8 +145,11 @@ class RateLimiter:
     def bucket_of(self, backend: str) -> Bucket | None:
         return self.backends.get(backend, self.per_backend)
 
-    async def admit(self, principal: str, backend: str) -> None:
-        """Take this call's tokens, or raise `rate_limited` with the wait until the empty bucket has one."""
+    async def admit(self, principal: str, backend: str | None) -> None:
+        """Take this call's tokens, or raise `rate_limited` with the wait until the empty bucket has one.
+
+        A request the gateway answers itself (`backend` None: a result handle, its own workspace) takes
+        its principal's token only."""
         if self.per_principal is not None:
             wait = await self.store.take(PRINCIPAL_KEY + quote(principal, safe=""), *_shape(self.per_principal))
             if wait > 0:
@@ -156,8 +159,8 @@ class RateLimiter:
                     wait,
                     "limits.rate.per_principal",
                 )
-        bucket = self.bucket_of(backend)
-        if bucket is not None:
+        bucket = self.bucket_of(backend) if backend is not None else None
+        if backend is not None and bucket is not None:
             wait = await self.store.take(BACKEND_KEY + backend, *_shape(bucket))
             if wait > 0:
                 setting = f"limits.rate.backends.{backend}" if backend in self.backends else "limits.rate.per_backend"

@@ -32,7 +32,7 @@ from gateway.breaker import STATE_VALUES
 from gateway.errors import GatewayError
 from gateway.http import json_response
 from gateway.middleware import BaseMiddleware
-from gateway.model import Call, Outcome
+from gateway.model import Call, Outcome, RequestKind
 from gateway.plugins import Adapter, FrontPlugin, fronts
 from gateway.settings import FrontSettings
 from gateway.upstream import UPSTREAMS
@@ -90,7 +90,12 @@ class Metrics(BaseMiddleware):
     async def after(self, call: Call, outcome: Outcome) -> None:
         front = call.context.front
         spec = outcome.spec
-        backend, tool = (spec.backend, spec.flat_name) if spec else (UNKNOWN, UNKNOWN)
+        if spec is not None:
+            backend, tool = spec.backend, spec.flat_name
+        elif call.kind is not RequestKind.TOOL:  # the operation is the front's own name for it, never the client's
+            backend, tool = call.backend or "(gateway)", call.tool
+        else:
+            backend, tool = UNKNOWN, UNKNOWN
         labels = (front, backend, tool, "ok" if outcome.error is None else outcome.error.kind.value)
         series = self._series.get(labels)
         if series is None:

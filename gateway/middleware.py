@@ -5,7 +5,10 @@ A middleware has up to two coroutine methods:
 - `before(call, spec)` runs once the tool is resolved and the caller is
   permitted, before argument validation. It may reject the call by raising
   `GatewayError` (the canonical failure reaches the client on every front),
-  or rewrite the arguments by returning a new dict (None keeps them).
+  or rewrite the arguments by returning a new dict (None keeps them). It sees
+  every request, not only tool calls: for another kind (`call.kind`: an MCP
+  resource read, a prompt, a file...) `spec` is None, `call.backend` names the
+  backend and `call.tool` the operation (`resources/read`).
 - `after(call, outcome)` sees every outcome, failures included; it cannot
   change it, and an exception inside it is logged, never sent to the client.
 
@@ -36,8 +39,9 @@ log = structlog.get_logger("toolplex.middleware")
 
 @runtime_checkable
 class Middleware(Protocol):
-    async def before(self, call: Call, spec: ToolSpec) -> dict[str, Any] | None:
-        """New arguments, or None to keep them; raise GatewayError to reject the call."""
+    async def before(self, call: Call, spec: ToolSpec | None) -> dict[str, Any] | None:
+        """New arguments, or None to keep them; raise GatewayError to reject the call (`spec`: None when the
+        request is no tool call)."""
         ...
 
     async def after(self, call: Call, outcome: Outcome) -> None:
@@ -48,7 +52,7 @@ class Middleware(Protocol):
 class BaseMiddleware:
     """Both hooks do nothing: subclass and override the one you need."""
 
-    async def before(self, call: Call, spec: ToolSpec) -> dict[str, Any] | None:
+    async def before(self, call: Call, spec: ToolSpec | None) -> dict[str, Any] | None:
         return None
 
     async def after(self, call: Call, outcome: Outcome) -> None:
@@ -56,7 +60,7 @@ class BaseMiddleware:
 
 
 class CallLog(BaseMiddleware):
-    """One structured `call` event per call: who, which tool, how long, which outcome."""
+    """One structured `call` event per request: who, which tool (or operation), how long, which outcome."""
 
     async def after(self, call: Call, outcome: Outcome) -> None:
         ctx = call.context
@@ -65,9 +69,10 @@ class CallLog(BaseMiddleware):
             "call",
             call_id=ctx.call_id,
             front=ctx.front,
+            kind=str(call.kind),
             tool=spec.flat_name if spec else call.tool,
             version=spec.version if spec else call.version,
-            backend=spec.backend if spec else None,
+            backend=spec.backend if spec else call.backend,
             duration_ms=outcome.duration_ms,
             outcome="ok" if outcome.error is None else outcome.error.kind.value,
             cached=outcome.cached,

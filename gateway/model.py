@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -121,8 +122,9 @@ class CallContext:
     user_id: str | None = None
     secrets: dict[str, str] = field(default_factory=dict)
     authorization: dict[str, str] = field(default_factory=dict)  # provider id -> token
-    # The client's own Authorization header, kept only for backends configured to forward it.
-    client_authorization: str | None = field(default=None, repr=False)
+    # The credential headers the client sent (`gateway.auth.client_credentials`: Authorization, X-API-Key), as
+    # sent; a backend sends them upstream only when it forwards credentials (`gateway.upstream.Credentials`).
+    client_credentials: dict[str, str] = field(default_factory=dict, repr=False)
     # Absolute time.monotonic() after which the call is abandoned; set by dispatch.
     deadline: float | None = None
     # Set by a streaming front (OpenTool /streamCall): a backend that can stream sends each partial value here.
@@ -152,15 +154,46 @@ class CallContext:
         return f"{self.front}/{principal_name(self.principal)}/{self.session_id}"
 
 
+class RequestKind(StrEnum):
+    """What a request through the pipeline asks for. The pipeline knows these kinds and refuses any other,
+    so a new kind of request cannot reach a backend (or a caller's data) around the pipeline's policy."""
+
+    TOOL = "tool"  # run a catalog tool
+    LIST = "list"  # a backend's own listing of what is not a tool (an MCP server's resources, prompts)
+    READ = "read"  # read a resource of a backend
+    PROMPT = "prompt"  # get a prompt of a backend
+    COMPLETE = "complete"  # completions of a prompt's or a resource template's argument
+    TASK = "task"  # look at, answer or cancel a task a backend runs for the caller
+    SUBSCRIBE = "subscribe"  # start or stop updates of a backend's resource
+    FILE = "file"  # a file of the caller's workspace (the gateway's own, or its upstream node's)
+    COLLECT = "collect"  # the result of an earlier call of the caller's (a 450 handle)
+
+
+# The kinds a backend serves through `operate` (`gateway.backends.OperationBackend`); TOOL goes to `call`.
+BACKEND_KINDS = frozenset(RequestKind) - {RequestKind.TOOL, RequestKind.COLLECT}
+# The kinds the gateway answers itself, from the caller's own state, with the request's `run`.
+GATEWAY_KINDS = frozenset({RequestKind.FILE, RequestKind.COLLECT})
+
+
 @dataclass
 class Call:
-    """A request to run one tool, as every front hands it to dispatch."""
+    """A request through the pipeline, as every front hands it to dispatch: a tool call, or another kind.
 
-    tool: str  # flat name ("Math_Add") or qualified name ("Math.Add")
+    A tool call names the tool and its arguments. Any other kind (`RequestKind`) names the backend it goes
+    to and, in `tool`, the operation (the protocol method, e.g. `resources/read`: what logs and metrics
+    show), with its parameters in `arguments`; one the gateway answers from the caller's own state
+    (a workspace file, a result handle) has no backend and brings its `run` instead.
+    """
+
+    tool: str  # flat name ("Math_Add") or qualified name ("Math.Add"); the operation for other kinds
     arguments: dict[str, Any]
     context: CallContext = field(default_factory=CallContext)
     version: str | None = None  # "x.y.z" exact, "x" meaning x.0.0, None for the latest
     timeout: float | None = None  # requested deadline in seconds
+    kind: RequestKind = RequestKind.TOOL
+    backend: str | None = None  # where a request of another kind goes (None: the gateway answers it, `run`)
+    payload: Any = field(default=None, compare=False, repr=False)  # a body that is no JSON (a file's bytes)
+    run: Callable[[CallContext], Awaitable[Any]] | None = field(default=None, compare=False, repr=False)
     # Filled in by the call pipeline: the resolved tool, when the call arrived, the deadline it got.
     spec: ToolSpec | None = field(default=None, compare=False, repr=False)
     started: float = field(default=0.0, compare=False, repr=False)

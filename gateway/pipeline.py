@@ -1,20 +1,24 @@
 """One call pipeline: stages `async (call, next) -> Outcome`, assembled once from the config.
 
-Every front's call passes the same stages, outermost first:
+Every request a front makes of a backend or of a caller's state passes the same stages: a tool call,
+and every other kind of request (`RequestKind`: an MCP server's resources, prompts, completions,
+listings, tasks and subscriptions, a workspace file, a result handle). A kind the pipeline does not know
+is refused; one that is not a tool call skips only what concerns tools (requirements, argument
+validation, the result cache). Outermost first:
 
     (span)        with `tracing.enabled` only: the call's OpenTelemetry span, around all the rest
     observe       the after-hooks (call log, metrics, user middleware): see every final outcome
     frame         timing, shutdown tracking; a GatewayError anywhere inside becomes the outcome's failure
     limits        concurrency limits, gateway-wide and per principal
-    resolve       name and version -> the catalog's ToolSpec
-    permissions   may this principal call this tool
+    resolve       name and version -> the catalog's ToolSpec; another kind: its backend serves it
+    permissions   may this principal call this tool (another kind: reach this backend)
     rate          token buckets per principal and per backend (only when limits.rate sets one)
     requirements  secrets, user and authorizations the tool needs (the call's auth context)
     middleware    the configured user middleware, in order (before-hooks, or whole stages)
     validate      arguments against the tool's input schema
     deadline      the call's deadline: asked, per tool, per backend, capped
-    cache         a cached result of a side-effect-free tool
-    dispatch      the backend runs the tool under the deadline
+    cache         a cached result of a side-effect-free tool (per caller when the answer may depend on it)
+    dispatch      the backend runs the tool (or serves the request) under the deadline
 
 A stage may raise `GatewayError` to fail the call; `frame` turns it into the
 outcome's canonical failure. The chain is composed once per snapshot, never
@@ -27,19 +31,28 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import quote
 
 import structlog
 
 from gateway import tracing
-from gateway.backends import Backend, Feature
+from gateway.backends import Backend, Feature, OperationBackend
 from gateway.cache import MISS, ResultCache
 from gateway.catalog import Catalog
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.limits import CallLimiter, RateLimiter
 from gateway.middleware import BaseMiddleware
-from gateway.model import Call, CallContext, Outcome, ToolSpec, permitted, principal_name
+from gateway.model import (
+    GATEWAY_KINDS,
+    Call,
+    CallContext,
+    Outcome,
+    RequestKind,
+    ToolSpec,
+    permitted,
+    principal_name,
+)
 from gateway.validation import ValidatorCache
 
 log = structlog.get_logger("toolplex.call")
@@ -181,12 +194,12 @@ class InFlight:
         return True
 
 
-def deadline_for(parts: Parts, policy: CallPolicy, call: Call, spec: ToolSpec) -> float:
+def deadline_for(parts: Parts, policy: CallPolicy, call: Call, spec: ToolSpec | None) -> float:
     """The call's deadline in seconds: asked for, else the tool's, else the default; capped by limits and backend."""
-    wanted = call.timeout if call.timeout is not None else spec.timeout
+    wanted = call.timeout if call.timeout is not None else (spec.timeout if spec is not None else None)
     if wanted is None:
         wanted = policy.default_timeout
-    backend = parts.backends.get(spec.backend)
+    backend = parts.backends.get(spec.backend if spec is not None else call.backend or "")
     cap = backend.settings.call_timeout_cap() if backend is not None else None
     return min(wanted, policy.max_timeout, cap if cap is not None else policy.max_timeout)
 
@@ -195,6 +208,33 @@ def authorize(spec: ToolSpec, ctx: CallContext) -> None:
     principal = ctx.principal
     if principal is not None and not permitted(principal, spec):
         raise GatewayError.of(ErrorKind.FORBIDDEN, f"Caller {principal.name!r} may not call tool {spec.flat_name}")
+
+
+def target(parts: Parts, call: Call) -> None:
+    """A request of another kind than a tool call may go on: its kind is one the pipeline knows, and its
+    backend is running and serves that kind (or, for the gateway's own kinds, it brings its `run`)."""
+    try:
+        kind = RequestKind(call.kind)
+    except ValueError:
+        raise GatewayError.of(ErrorKind.MALFORMED, f"Requests of kind {call.kind!r} are not served") from None
+    if call.backend is None:
+        if kind not in GATEWAY_KINDS or call.run is None:
+            raise GatewayError.of(ErrorKind.MALFORMED, f"A {kind} request names no backend")
+        return
+    backend = parts.backends.get(call.backend)
+    if backend is None:
+        raise GatewayError.of(ErrorKind.UPSTREAM_UNAVAILABLE, f"Backend {call.backend!r} is not running")
+    if kind not in getattr(backend, "operations", ()):
+        raise GatewayError.of(ErrorKind.MALFORMED, f"Backend {call.backend!r} serves no {kind} requests")
+
+
+def reach(parts: Parts, call: Call) -> None:
+    """May the caller make a request of another kind of this backend: it may call one of its tools."""
+    principal = call.context.principal
+    if call.backend is None or principal is None or principal.tools is None:
+        return
+    if not parts.catalog.reaches(principal, call.backend):
+        raise GatewayError.of(ErrorKind.FORBIDDEN, f"Caller {principal.name!r} may not use backend {call.backend!r}")
 
 
 def check_requirements(
@@ -349,23 +389,33 @@ class Pipeline:
             return await next_(call)
 
     async def _resolve(self, call: Call, next_: Next) -> Outcome:
-        call.spec = self.parts.catalog.resolve(call.tool, call.version)
+        if call.kind is RequestKind.TOOL:
+            call.spec = self.parts.catalog.resolve(call.tool, call.version)
+        else:
+            target(self.parts, call)
         return await next_(call)
 
     async def _permissions(self, call: Call, next_: Next) -> Outcome:
-        authorize(_spec(call), call.context)
+        if call.kind is RequestKind.TOOL:
+            authorize(_spec(call), call.context)
+        else:
+            reach(self.parts, call)
         return await next_(call)
 
     async def _rate(self, call: Call, next_: Next) -> Outcome:
         assert self.rates is not None
-        await self.rates.admit(principal_name(call.context.principal), _spec(call).backend)
+        backend = call.spec.backend if call.spec is not None else call.backend
+        await self.rates.admit(principal_name(call.context.principal), backend)
         return await next_(call)
 
     async def _requirements(self, call: Call, next_: Next) -> Outcome:
-        check_requirements(self.parts, self.policy, _spec(call), call.context)
+        if call.kind is RequestKind.TOOL:
+            check_requirements(self.parts, self.policy, _spec(call), call.context)
         return await next_(call)
 
     async def _validate(self, call: Call, next_: Next) -> Outcome:
+        if call.kind is not RequestKind.TOOL:
+            return await next_(call)
         spec = _spec(call)
         problems = self.validators.get(spec.input_schema).errors(call.arguments)
         if problems:
@@ -378,23 +428,28 @@ class Pipeline:
         return await next_(call)
 
     async def _deadline(self, call: Call, next_: Next) -> Outcome:
-        spec = _spec(call)
-        call.deadline_s = deadline_for(self.parts, self.policy, call, spec)
+        call.deadline_s = deadline_for(self.parts, self.policy, call, call.spec)
         call.context.deadline = call.started + call.deadline_s
         return await next_(call)
 
     async def _cache(self, call: Call, next_: Next) -> Outcome:
         assert self.cache is not None
+        if call.kind is not RequestKind.TOOL:
+            return await next_(call)
         spec = _spec(call)
-        hit = self.cache.get(spec, call.arguments)
+        backend = self.parts.backends.get(spec.backend)
+        caller = self.cache.caller_of(spec, call.context, backend.settings if backend is not None else None)
+        hit = self.cache.get(spec, call.arguments, caller)
         if hit is not MISS:
             return Outcome(call_id=call.context.call_id, spec=spec, value=hit, cached=True)
         outcome = await next_(call)
         if outcome.error is None and call.context.cacheable:
-            self.cache.put(spec, call.arguments, outcome.value)
+            self.cache.put(spec, call.arguments, outcome.value, caller, principal_name(call.context.principal))
         return outcome
 
     async def _dispatch(self, call: Call) -> Outcome:
+        if call.kind is not RequestKind.TOOL:
+            return await self._serve(call)
         spec = _spec(call)
         ctx = call.context
         timeout = call.deadline_s if call.deadline_s is not None else self.policy.default_timeout
@@ -415,6 +470,32 @@ class Pipeline:
             ) from None
         return Outcome(call_id=ctx.call_id, spec=spec, value=value)
 
+    async def _serve(self, call: Call) -> Outcome:
+        """A request of another kind: the backend serves it (`OperationBackend.operate`), or the gateway
+        answers it from the caller's own state (`Call.run`), under the deadline."""
+        ctx = call.context
+        timeout = call.deadline_s if call.deadline_s is not None else self.policy.default_timeout
+        try:
+            async with asyncio.timeout(timeout):
+                if call.run is not None and call.backend is None:
+                    value = await call.run(ctx)
+                else:
+                    backend = self.parts.backends.get(call.backend or "")
+                    if backend is None:
+                        raise GatewayError.of(
+                            ErrorKind.UPSTREAM_UNAVAILABLE, f"Backend {call.backend!r} is not running"
+                        )
+                    operate = cast(OperationBackend, backend).operate
+                    value = await operate(call.kind, call.tool, call.arguments, ctx, call.payload)
+        except TimeoutError:
+            raise GatewayError.of(
+                ErrorKind.DEADLINE,
+                f"{call.tool} did not finish within {timeout:g} s",
+                can_retry=True,
+                details={"timeout_s": timeout, **ctx.notes},
+            ) from None
+        return Outcome(call_id=ctx.call_id, spec=None, value=value)
+
     # ---- the checks without the run ----
 
     def precheck(self, call: Call) -> Failure | None:
@@ -431,7 +512,7 @@ class Pipeline:
             return exc.failure
         return None
 
-    def deadline_for(self, call: Call, spec: ToolSpec) -> float:
+    def deadline_for(self, call: Call, spec: ToolSpec | None) -> float:
         return deadline_for(self.parts, self.policy, call, spec)
 
 
@@ -447,7 +528,7 @@ def _as_stage(middleware: Any) -> Stage | None:
     name = type(middleware).__name__
 
     async def run_before(call: Call, next_: Next) -> Outcome:
-        rewritten = await before(call, _spec(call))
+        rewritten = await before(call, call.spec)  # None for a request that is no tool call (`call.kind`)
         if rewritten is not None:
             if not isinstance(rewritten, dict):
                 raise TypeError(f"{name}.before returned {type(rewritten).__name__}, not a dict")

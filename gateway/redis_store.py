@@ -1,12 +1,18 @@
 """The state store in Redis (`state.store: redis`): what replicas share, and what survives a restart.
 
 Same contract as `MemoryStore`: JSON values, a time to live on every entry,
-and a bound per namespace (the key up to its first `:`), so a flood of one
-kind of entry never evicts another kind. Each namespace keeps an index (a
-sorted set of its keys by expiry); a write past the bound drops the entries
-closest to expiring, which, since use extends an entry's life, are the least
-recently used ones. Writes, bounds and token buckets are Lua scripts, so each
-is one atomic round trip whatever the number of replicas.
+and bounds per namespace (the key up to its first `:`) in entries and bytes, so
+a flood of one kind of entry never evicts another kind; keys owned by a
+principal (`gateway.ownership.owned_key`) are bounded per owner within their
+namespace, and a namespace full of other owners' entries refuses a new one.
+Each namespace keeps an index (a sorted set of its keys by expiry), a hash of
+each entry's size and a hash of bytes per owner's space; each owner's space has
+an index of its own. A write past a bound drops the entries closest to
+expiring, which, since use extends an entry's life, are the least recently used
+ones (an owner's own, or the unowned namespace's). Writes, bounds and token
+buckets are Lua scripts, so each is one atomic round trip whatever the number of
+replicas. (The scripts reach an owner's index by name: one Redis server or a
+primary, not a cluster.)
 
 Redis being unreachable is not a bug of ours: every operation turns it into
 a `GatewayError` (upstream_unavailable, retry in a second) that each front
@@ -25,7 +31,8 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.state import bucket_ttl, namespace_of
+from gateway.ownership import WHOLE, Shares, StoreFull, space_of, too_large
+from gateway.state import DEFAULT_MAX_BYTES, bucket_ttl
 
 log = structlog.get_logger("toolplex.state")
 
@@ -33,43 +40,117 @@ SOCKET_TIMEOUT_S = 2.0  # one command; a Redis slower than this is treated as un
 RETRIES = 2  # per command, after the first try (exponential backoff, capped below)
 UNREACHABLE_RETRY_MS = 1000
 
-# KEYS: entry, namespace index. ARGV: value, ttl ms, cap, only-if-absent (1/0). Returns 1 if written.
-_WRITE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[2])
-if ARGV[4] == '1' then
-  if not redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl, 'NX') then return 0 end
-else
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+# Shared by the scripts below: what an entry of the namespace is and how it goes.
+# KEYS[2] namespace index (zset key -> expiry ms), KEYS[3] sizes (hash key -> bytes),
+# KEYS[4] bytes (hash space -> bytes; '' -> the namespace's whole). ARGV[1] the key prefix.
+_COMMON = """
+local prefix = ARGV[1]
+local function space_of(key)
+  local rest = string.sub(key, #prefix + 1)
+  local colon = string.find(rest, ':', 1, true)
+  if not colon then return rest, false end
+  local ns = string.sub(rest, 1, colon - 1)
+  local tail = string.sub(rest, colon + 1)
+  if string.sub(tail, 1, 1) == '~' then
+    local second = string.find(tail, ':', 1, true)
+    if second then return ns .. ':' .. string.sub(tail, 1, second - 1), true end
+  end
+  return ns, false
 end
-redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[3])
-if over > 0 then
-  local oldest = redis.call('ZRANGE', KEYS[2], 0, over)
-  local dropped = 0
-  for _, key in ipairs(oldest) do
-    if dropped < over and key ~= KEYS[1] then
-      redis.call('DEL', key)
-      redis.call('ZREM', KEYS[2], key)
-      dropped = dropped + 1
-    end
+local function drop(key)
+  local size = tonumber(redis.call('HGET', KEYS[3], key) or '0')
+  local space, owned = space_of(key)
+  redis.call('DEL', key)
+  redis.call('ZREM', KEYS[2], key)
+  if owned then redis.call('ZREM', prefix .. 'index:' .. space, key) end
+  redis.call('HDEL', KEYS[3], key)
+  if size ~= 0 then
+    redis.call('HINCRBY', KEYS[4], space, -size)
+    redis.call('HINCRBY', KEYS[4], '', -size)
   end
 end
-if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
-return 1
-"""
-
-# KEYS: entry, namespace index. ARGV: ttl ms. Returns 1 if the entry exists (its life extended).
-_TOUCH = """
-if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[2], 'XX', now + tonumber(ARGV[1]), KEYS[1])
-if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[2], ARGV[1]) end
+for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 256)) do drop(key) end
+"""
+
+# KEYS: entry, namespace index, sizes, bytes, the owner's space index (= the namespace index when unowned).
+# ARGV: prefix, value, ttl ms, size, only-if-absent (1/0), namespace cap (entries), namespace cap (bytes),
+# space cap (entries), space cap (bytes). Returns 1 if written, 0 if present (add), -1 when the namespace is full
+# of other owners' entries, -2 when the value alone is over the space's bytes.
+_WRITE = (
+    _COMMON
+    + """
+local ttl = tonumber(ARGV[3])
+local size = tonumber(ARGV[4])
+local ns_cap, ns_bytes_cap = tonumber(ARGV[6]), tonumber(ARGV[7])
+local sp_cap, sp_bytes_cap = tonumber(ARGV[8]), tonumber(ARGV[9])
+local space, owned = space_of(KEYS[1])
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if ARGV[5] == '1' and exists then return 0 end
+if not exists and redis.call('HEXISTS', KEYS[3], KEYS[1]) == 1 then drop(KEYS[1]) end
+if size > sp_bytes_cap then return -2 end
+local old = tonumber(redis.call('HGET', KEYS[3], KEYS[1]) or '-1')
+local grows, extra = 1, size
+if old >= 0 then grows, extra = 0, size - old end
+local function ns_count() return redis.call('ZCARD', KEYS[2]) end
+local function bytes_of(name) return tonumber(redis.call('HGET', KEYS[4], name) or '0') end
+if owned then
+  local others = redis.call('ZCARD', KEYS[5]) - (old >= 0 and 1 or 0)
+  local others_bytes = bytes_of(space) - (old >= 0 and old or 0)
+  if ns_count() - others + grows > ns_cap or bytes_of('') - others_bytes + extra > ns_bytes_cap then return -1 end
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
+redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
+if owned then redis.call('ZADD', KEYS[5], now + ttl, KEYS[1]) end
+redis.call('HSET', KEYS[3], KEYS[1], size)
+if extra ~= 0 then
+  redis.call('HINCRBY', KEYS[4], space, extra)
+  redis.call('HINCRBY', KEYS[4], '', extra)
+end
+local cap, bytes_cap = ns_cap, ns_bytes_cap
+if owned then cap, bytes_cap = sp_cap, sp_bytes_cap end
+for _ = 1, 10000 do
+  local count = redis.call('ZCARD', KEYS[5])
+  local over = count > cap or bytes_of(space) > bytes_cap or ns_count() > ns_cap or bytes_of('') > ns_bytes_cap
+  if not over then break end
+  local victim = nil
+  for _, key in ipairs(redis.call('ZRANGE', KEYS[5], 0, 1)) do
+    if key ~= KEYS[1] and victim == nil then victim = key end
+  end
+  if victim == nil then break end
+  drop(victim)
+end
+for _, key in ipairs({KEYS[2], KEYS[3], KEYS[4], KEYS[5]}) do
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
 return 1
 """
+)
+
+# KEYS: entry, namespace index, sizes, bytes, space index. ARGV: prefix, ttl ms. Returns 1 if the entry exists.
+_TOUCH = (
+    _COMMON
+    + """
+local ttl = tonumber(ARGV[2])
+if redis.call('PEXPIRE', KEYS[1], ttl) == 0 then return 0 end
+redis.call('ZADD', KEYS[2], 'XX', now + ttl, KEYS[1])
+redis.call('ZADD', KEYS[5], 'XX', now + ttl, KEYS[1])
+for _, key in ipairs({KEYS[2], KEYS[3], KEYS[4], KEYS[5]}) do
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+return 1
+"""
+)
+
+# KEYS: entry, namespace index, sizes, bytes. ARGV: prefix.
+_DELETE = (
+    _COMMON
+    + """
+drop(KEYS[1])
+return 1
+"""
+)
 
 # KEYS: bucket. ARGV: rate per second, burst, ttl ms. Returns 0 when a token was taken, else the wait in µs.
 _TAKE = """
@@ -117,10 +198,14 @@ class RedisStore:
         max_entries: int = 100_000,
         caps: dict[str, int] | None = None,
         client: redis.Redis | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        shares: Shares | None = None,
     ) -> None:
         self.url = url
         self.prefix = prefix
         self._max = max_entries
+        self.max_bytes = max_bytes
+        self.shares = shares if shares is not None else WHOLE
         self._caps = dict(caps or {})
         self._redis = client or redis.Redis.from_url(
             url,
@@ -132,6 +217,7 @@ class RedisStore:
         )
         self._write = self._redis.register_script(_WRITE)
         self._touch = self._redis.register_script(_TOUCH)
+        self._delete = self._redis.register_script(_DELETE)
         self._take = self._redis.register_script(_TAKE)
 
     def cap(self, namespace: str) -> int:
@@ -140,8 +226,13 @@ class RedisStore:
     def _key(self, key: str) -> str:
         return self.prefix + key
 
-    def _index(self, key: str) -> str:
-        return f"{self.prefix}index:{namespace_of(key)}"
+    def _keys(self, key: str) -> list[str]:
+        """The entry, its namespace's index, sizes and bytes, and its owner's space index (the namespace's
+        index for an unowned key): what the scripts read and write."""
+        namespace, owned = space_of(key)
+        index = f"{self.prefix}index:{namespace}"
+        space = f"{self.prefix}index:{owned}" if owned else index
+        return [self._key(key), index, f"{self.prefix}sizes:{namespace}", f"{self.prefix}bytes:{namespace}", space]
 
     async def ping(self) -> None:
         """Raise `GatewayError` when Redis does not answer (start-up and readiness ask this)."""
@@ -160,12 +251,31 @@ class RedisStore:
     async def _put(self, key: str, value: Any, ttl: float, *, only_if_absent: bool) -> bool:
         encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
         ttl_ms = max(1, int(ttl * 1000))
-        keys = [self._key(key), self._index(key)]
-        args = [encoded, ttl_ms, self.cap(namespace_of(key)), 1 if only_if_absent else 0]
+        namespace, owned = space_of(key)
+        cap = self.cap(namespace)
+        space_cap, space_bytes = (
+            (self.shares.of(cap), self.shares.of(self.max_bytes)) if owned else (cap, self.max_bytes)
+        )
+        args = [
+            self.prefix,
+            encoded,
+            ttl_ms,
+            len(encoded),
+            1 if only_if_absent else 0,
+            cap,
+            self.max_bytes,
+            space_cap,
+            space_bytes,
+        ]
         try:
-            return bool(await self._write(keys=keys, args=args))
+            written = int(await self._write(keys=self._keys(key), args=args))
         except (RedisError, OSError) as exc:
             raise unreachable(exc) from None
+        if written == -1:
+            raise StoreFull(f"entries of kind {namespace!r} in the state store", cap)
+        if written == -2:
+            raise too_large(f"state entries ({namespace})", len(encoded), space_bytes)
+        return written == 1
 
     async def set(self, key: str, value: Any, ttl: float) -> None:
         await self._put(key, value, ttl, only_if_absent=False)
@@ -175,16 +285,13 @@ class RedisStore:
 
     async def delete(self, key: str) -> None:
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.delete(self._key(key))
-                pipe.zrem(self._index(key), self._key(key))
-                await pipe.execute()
+            await self._delete(keys=self._keys(key)[:4], args=[self.prefix])
         except (RedisError, OSError) as exc:
             raise unreachable(exc) from None
 
     async def touch(self, key: str, ttl: float) -> bool:
         try:
-            touched = await self._touch(keys=[self._key(key), self._index(key)], args=[max(1, int(ttl * 1000))])
+            touched = await self._touch(keys=self._keys(key), args=[self.prefix, max(1, int(ttl * 1000))])
         except (RedisError, OSError) as exc:
             raise unreachable(exc) from None
         return bool(touched)
@@ -196,6 +303,13 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise unreachable(exc) from None
         return int(wait_us) / 1_000_000
+
+    async def bytes(self, namespace: str) -> int:
+        """Bytes of one namespace's entries now (as JSON)."""
+        try:
+            return int(await self._redis.hget(f"{self.prefix}bytes:{namespace}", "") or 0)
+        except (RedisError, OSError) as exc:
+            raise unreachable(exc) from None
 
     async def count(self, namespace: str) -> int:
         """Entries of one namespace now (its index, expired ones included until the next write)."""

@@ -35,6 +35,7 @@ from gateway.forwarding import Forwarder
 from gateway.limits import CallLimiter, RateLimiter
 from gateway.middleware import build_middleware
 from gateway.model import ToolSpec
+from gateway.ownership import Shares
 from gateway.pipeline import Admission, CallPolicy, InFlight, Pipeline
 from gateway.plugins import backend_kinds, resolve
 from gateway.replicas import Replicas, advertised_url
@@ -65,14 +66,24 @@ STORE_WAIT_S = 10.0  # how long start-up waits for Redis to answer (it may start
 STORE_PROBE_S = 0.5
 
 
-def build_store(state: StateSettings) -> StateStore:
+def build_store(state: StateSettings, shares: Shares | None = None) -> StateStore:
     """The store `state.store` names; Redis only imported when used."""
     if state.store == "redis":
         from gateway.redis_store import RedisStore
 
         assert state.url is not None  # the settings model requires it
-        return RedisStore(state.url, prefix=state.key_prefix, max_entries=state.max_entries)
-    return MemoryStore(max_entries=state.max_entries)
+        return RedisStore(
+            state.url, prefix=state.key_prefix, max_entries=state.max_entries, max_bytes=state.max_bytes, shares=shares
+        )
+    return MemoryStore(max_entries=state.max_entries, max_bytes=state.max_bytes, shares=shares)
+
+
+def share_of(config: GatewayConfig) -> float:
+    """One principal's share of every per-caller bound: `limits.principal_share` when callers authenticate;
+    with authentication off every caller is the one anonymous principal, whose share is the whole."""
+    auth = config.settings.auth
+    authenticated = bool(auth.api_keys) or (auth.jwt is not None and bool(auth.jwt.secret_env))
+    return config.settings.limits.principal_share if authenticated else 1.0
 
 
 async def wait_for_store(store: StateStore, state: StateSettings) -> None:
@@ -106,12 +117,16 @@ def shown_url(url: str) -> str:
 
 
 def backend_context(
-    config: GatewayConfig, workspaces: Workspaces | None = None, rediscover: Callable[[str], None] | None = None
+    config: GatewayConfig,
+    workspaces: Workspaces | None = None,
+    rediscover: Callable[[str], None] | None = None,
+    shares: Shares | None = None,
 ) -> BackendContext:
     return BackendContext(
         max_response_bytes=config.settings.limits.max_upstream_response_bytes,
         workspaces=workspaces,
         rediscover=rediscover,
+        shares=shares if shares is not None else Shares(share_of(config)),
     )
 
 
@@ -243,16 +258,18 @@ class Gateway:
         from gateway.services import FrontServices
 
         self.version = GATEWAY_VERSION
-        self.store: StateStore = build_store(config.settings.state)
+        # One principal's share of every per-caller bound; one object, so a reload's new fraction reaches all.
+        self.shares = Shares(share_of(config))
+        self.store: StateStore = build_store(config.settings.state, self.shares)
         self.replicas = Replicas(self.store, lease_s=float(config.settings.state.lease_s))
         self.forwarder = Forwarder(self.replicas, timeout_s=float(config.settings.limits.max_timeout_s) + 60)
-        self.workspaces = Workspaces(config.settings.workspaces)
+        self.workspaces = Workspaces(config.settings.workspaces, self.shares)
         self.admission = Admission()
         limits = config.settings.limits
         self.limiter = CallLimiter(limits.max_concurrent_calls, limits.max_concurrent_calls_per_principal)
         self.validators = ValidatorCache()
         self.services = FrontServices(self)
-        self.runs = RunRegistry(self._call)
+        self.runs = RunRegistry(self._call, shares=self.shares)
         self._app_builder = app_builder
         self.discovery: Discovery | None = None
         self.ready = False
@@ -306,7 +323,7 @@ class Gateway:
             backends=MappingProxyType(dict(backends)),
             authenticator=build_authenticator(settings.auth),
             middleware=build_middleware(settings.middleware, call_log=settings.logging.calls),
-            cache=ResultCache.from_backends(settings.backends),
+            cache=ResultCache.from_backends(settings.backends, self.shares),
             policy=CallPolicy(
                 default_timeout=float(settings.limits.default_timeout_s),
                 max_timeout=float(settings.limits.max_timeout_s),
@@ -369,7 +386,7 @@ class Gateway:
     async def start(self) -> None:
         """Start and discover every backend; a configuration error stops the start, an unreachable upstream not."""
         config = self.snapshot.config
-        context = backend_context(config, self.workspaces, self.rediscover)
+        context = backend_context(config, self.workspaces, self.rediscover, self.shares)
         backends = {s.name: create_backend(s, context) for s in config.settings.backends}
         generation = replace(self.snapshot.generation, backends=MappingProxyType(backends))
         self._swap(self._snapshot(generation, Catalog([])))
@@ -413,8 +430,8 @@ class Gateway:
     async def _reload(self, config: GatewayConfig) -> dict[str, Any]:
         old = self.snapshot
         old_settings = {s.name: s for s in old.config.settings.backends}
-        context = backend_context(config, self.workspaces, self.rediscover)
-        same_context = context == backend_context(old.config, self.workspaces)
+        context = backend_context(config, self.workspaces, self.rediscover, self.shares)
+        same_context = context == backend_context(old.config, self.workspaces, shares=self.shares)
         kept: dict[str, Backend] = {}
         fresh: dict[str, Backend] = {}
         for settings in config.settings.backends:
@@ -447,6 +464,7 @@ class Gateway:
         ]
         if restart:
             log.warning("config_reload_needs_restart", sections=restart)
+        self.shares.fraction = share_of(config)
         self.limiter.max_total = config.settings.limits.max_concurrent_calls
         self.limiter.max_per_principal = config.settings.limits.max_concurrent_calls_per_principal
         discovery.publish = self._publish

@@ -22,6 +22,7 @@ from gateway.errors import Failure, GatewayError
 from gateway.forwarding import Forwarder
 from gateway.idempotency import IdempotentRuns
 from gateway.model import Call, Outcome, Principal, ToolSpec, permitted
+from gateway.ownership import Shares
 from gateway.replicas import Replicas
 from gateway.retrieval import retrieve
 from gateway.runs import RunRegistry
@@ -194,6 +195,7 @@ class FrontServices:
                 self.precheck,
                 namespace=namespace,
                 replicas=self._gateway.replicas,
+                shares=self._gateway.shares,
             )
             self._idempotent[namespace] = runs
         return runs
@@ -208,6 +210,11 @@ class FrontServices:
             self._sessions[front] = registry
         registry.idle_s = idle_s
         return registry
+
+    @property
+    def shares(self) -> Shares:
+        """One principal's share of every per-caller bound a front keeps (`limits.principal_share`)."""
+        return self._gateway.shares
 
     @property
     def store(self) -> StateStore:

@@ -3,8 +3,10 @@
 A session is an unguessable id a client carries (ToolServerNode's `node_id`
 cookie today), kept alive by use and forgotten after an idle time. It belongs
 to the front and the principal that created it: each front keeps its sessions
-in its own store namespace (with its own bound), and a session presented by
-another principal is answered exactly as an unknown id. Fronts
+in its own store namespace, each principal's under keys of its own
+(`gateway.ownership.owned_key`), so a session presented by another principal is
+a key nobody wrote (answered exactly as an unknown id), and one principal
+creating sessions without end pushes out only its own oldest ones. Fronts
 record the store keys that belong to a session so that releasing it forgets
 everything the session left behind. Everything lives in the `StateStore`, so
 a shared store (Redis) serves sessions to every replica; a session's `home`
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.model import Principal, principal_name
+from gateway.ownership import owned_key
 from gateway.state import StateStore
 
 # token_urlsafe(32): 256 random bits, 43 characters of the URL-safe base64 alphabet.
@@ -70,8 +73,8 @@ class SessionRegistry:
         self.idle_s = idle_s
         self.namespace = f"session.{front}"  # a store namespace of its own: its own bound, no other front's ids
 
-    def _key(self, session_id: str) -> str:
-        return f"{self.namespace}:{session_id}"
+    def _key(self, session_id: str, owner: str) -> str:
+        return owned_key(self.namespace, owner, session_id)
 
     @staticmethod
     def well_formed(session_id: str) -> bool:
@@ -79,14 +82,12 @@ class SessionRegistry:
         return bool(ID_PATTERN.match(session_id))
 
     async def create(self, principal: Principal | None) -> Session:
+        """A new session of `principal`; beyond its share of the front's sessions its own oldest one is
+        forgotten, and a store full of other principals' sessions refuses it (`rate_limited`)."""
+        owner = principal_name(principal)
         while True:  # a collision of 256 random bits will not happen, but `add` makes it impossible
-            session = Session(
-                id=secrets.token_urlsafe(TOKEN_BYTES),
-                front=self.front,
-                principal=principal_name(principal),
-                home=self.home,
-            )
-            if await self.store.add(self._key(session.id), session.to_dict(), self.idle_s):
+            session = Session(id=secrets.token_urlsafe(TOKEN_BYTES), front=self.front, principal=owner, home=self.home)
+            if await self.store.add(self._key(session.id, owner), session.to_dict(), self.idle_s):
                 return session
 
     async def get(self, session_id: str, principal: Principal | None) -> Session | None:
@@ -97,49 +98,54 @@ class SessionRegistry:
         """
         if not self.well_formed(session_id):
             return None
-        key = self._key(session_id)
+        owner = principal_name(principal)
+        key = self._key(session_id, owner)
         data = await self.store.get(key)
-        if data is None or data.get("principal", "") != principal_name(principal):
+        if data is None or data.get("principal", "") != owner:
             return None
         await self.store.touch(key, self.idle_s)
         return Session.from_dict(data)
 
     async def adopt(self, session: Session) -> Session:
         """Make this replica the session's home (its old home was lost: what lived there is gone)."""
-        data = await self.store.get(self._key(session.id))
+        key = self._key(session.id, session.principal)
+        data = await self.store.get(key)
         if data is None:
             return session
         adopted = Session.from_dict({**data, "home": self.home})
-        await self.store.set(self._key(session.id), adopted.to_dict(), self.idle_s)
+        await self.store.set(key, adopted.to_dict(), self.idle_s)
         return adopted
 
-    async def own(self, session_id: str, key: str) -> None:
+    async def own(self, session: Session, key: str) -> None:
         """Record that store entry `key` belongs to the session (forgotten on release)."""
-        data = await self.store.get(self._key(session_id))
+        record = self._key(session.id, session.principal)
+        data = await self.store.get(record)
         if data is None:
             return
-        session = Session.from_dict(data)
-        if key not in session.owned:
-            session.owned.append(key)
-            del session.owned[:-MAX_OWNED_KEYS]
-            await self.store.set(self._key(session_id), session.to_dict(), self.idle_s)
+        current = Session.from_dict(data)
+        if key not in current.owned:
+            current.owned.append(key)
+            del current.owned[:-MAX_OWNED_KEYS]
+            await self.store.set(record, current.to_dict(), self.idle_s)
 
-    async def disown(self, session_id: str, key: str) -> None:
-        data = await self.store.get(self._key(session_id))
+    async def disown(self, session: Session, key: str) -> None:
+        record = self._key(session.id, session.principal)
+        data = await self.store.get(record)
         if data is None:
             return
-        session = Session.from_dict(data)
-        if key in session.owned:
-            session.owned.remove(key)
-            await self.store.set(self._key(session_id), session.to_dict(), self.idle_s)
+        current = Session.from_dict(data)
+        if key in current.owned:
+            current.owned.remove(key)
+            await self.store.set(record, current.to_dict(), self.idle_s)
 
     async def release(self, session_id: str, principal: Principal | None) -> Session | None:
         """Forget the caller's session and every store entry it owned; returns what was forgotten."""
         if not self.well_formed(session_id):
             return None
-        key = self._key(session_id)
+        owner = principal_name(principal)
+        key = self._key(session_id, owner)
         data = await self.store.get(key)
-        if data is None or data.get("principal", "") != principal_name(principal):
+        if data is None or data.get("principal", "") != owner:
             return None
         await self.store.delete(key)
         session = Session.from_dict(data)

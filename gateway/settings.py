@@ -45,6 +45,14 @@ class CacheSettings(Section):
     max_entries: int = Field(
         default=1000, ge=1, description="Most results kept for this backend (least recently used go first)"
     )
+    max_bytes: int = Field(
+        default=16777216,
+        ge=1024,
+        description=(
+            "Most bytes of results (as JSON) kept for this backend; each principal may fill its "
+            "limits.principal_share of this and of max_entries"
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_rule(self) -> CacheSettings:

@@ -2,7 +2,9 @@
 
 Values are JSON-able so that a shared store (Redis) can replace the
 in-memory one without changing callers. Every entry has a time to live and
-the store has a bound, so nothing grows without limit.
+each namespace has bounds in entries and bytes, so nothing grows without limit;
+entries owned by a principal (`gateway.ownership.owned_key`) are bounded per
+owner, so one caller's flood never pushes out another's.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ import asyncio
 import time
 from collections import OrderedDict
 from typing import Any, Protocol
+
+import orjson
+
+from gateway.ownership import WHOLE, Shares, StoreFull, space_of, too_large
 
 
 class StateStore(Protocol):
@@ -49,16 +55,51 @@ def namespace_of(key: str) -> str:
     return key.split(":", 1)[0]
 
 
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # `state.max_bytes`'s default (the settings model holds it too)
+
+
+def size_of(value: Any) -> int:
+    """What an entry weighs against the byte bounds: its JSON, as a shared store (Redis) holds it."""
+    return len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
+
+
+class _Space:
+    """The entries of one namespace (no owner) or of one owner in a namespace, least recently written first."""
+
+    __slots__ = ("bytes", "entries")
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[str, tuple[float, Any, int]] = OrderedDict()  # key -> (expires, value, size)
+        self.bytes = 0
+
+
 class MemoryStore:
     """A bounded, expiring dict for one process; the default store.
 
-    Each namespace (the key up to its first `:`) has its own LRU bound: a flood of
-    one kind of entry (OXP call records, say) never evicts another kind (sessions).
+    Each namespace (the key up to its first `:`) is bounded apart, in entries (`max_entries`, or its
+    own cap) and in bytes of JSON (`max_bytes`), so a flood of one kind of entry (OXP call records,
+    say) never evicts another kind (sessions). Within a namespace, keys made by `owned_key` belong
+    to their principal (`gateway.ownership`): each owner may fill its share of the namespace's bounds,
+    beyond which its own least recently written entries go; a namespace full of other owners' entries
+    refuses a new one (`StoreFull`) rather than evict theirs. A namespace of unowned keys (rate
+    buckets, replica leases) drops its least recently written entries beyond its bounds.
     """
 
-    def __init__(self, max_entries: int = 100_000, caps: dict[str, int] | None = None) -> None:
-        self._spaces: dict[str, OrderedDict[str, tuple[float, Any]]] = {}
+    def __init__(
+        self,
+        max_entries: int = 100_000,
+        caps: dict[str, int] | None = None,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        shares: Shares | None = None,
+    ) -> None:
+        self._spaces: dict[str, _Space] = {}  # a namespace, or "<namespace>:~<owner>"
+        self._in: dict[str, set[str]] = {}  # namespace -> its spaces
+        self._count: dict[str, int] = {}  # namespace -> entries in all its spaces
+        self._bytes: dict[str, int] = {}  # namespace -> bytes in all its spaces
         self._max = max_entries
+        self.max_bytes = max_bytes
+        self.shares = shares if shares is not None else WHOLE
         self._caps = dict(caps or {})
         self._lock = asyncio.Lock()
 
@@ -67,35 +108,115 @@ class MemoryStore:
 
     def count(self, namespace: str) -> int:
         """Entries held in one namespace now (expired ones included until touched)."""
-        return len(self._spaces.get(namespace, ()))
+        return self._count.get(namespace, 0)
 
-    def _space(self, key: str) -> OrderedDict[str, tuple[float, Any]]:
-        space = self._spaces.get(namespace_of(key))
-        if space is None:
-            space = self._spaces[namespace_of(key)] = OrderedDict()
-        return space
+    def bytes(self, namespace: str) -> int:
+        return self._bytes.get(namespace, 0)
 
-    def _live(self, key: str) -> tuple[float, Any] | None:
-        space = self._space(key)
-        entry = space.get(key)
+    def _space(self, key: str, *, create: bool = False) -> tuple[str, str, _Space | None]:
+        namespace, owned = space_of(key)
+        name = owned or namespace
+        space = self._spaces.get(name)
+        if space is None and create:
+            space = self._spaces[name] = _Space()
+            self._in.setdefault(namespace, set()).add(name)
+        return namespace, name, space
+
+    def _drop(self, namespace: str, name: str, space: _Space, key: str) -> None:
+        entry = space.entries.pop(key, None)
         if entry is None:
+            return
+        space.bytes -= entry[2]
+        self._count[namespace] -= 1
+        self._bytes[namespace] -= entry[2]
+        if not space.entries:
+            del self._spaces[name]
+            self._in[namespace].discard(name)
+
+    def _live(self, key: str) -> tuple[float, Any, int] | None:
+        namespace, name, space = self._space(key)
+        entry = space.entries.get(key) if space is not None else None
+        if entry is None or space is None:
             return None
         if entry[0] <= time.monotonic():
-            del space[key]
+            self._drop(namespace, name, space, key)
             return None
         return entry
 
-    def _put(self, key: str, value: Any, ttl: float) -> None:
-        space = self._space(key)
-        space[key] = (time.monotonic() + ttl, value)
-        space.move_to_end(key)
-        bound = self.cap(namespace_of(key))
+    def _sweep(self, namespace: str, name: str) -> None:
+        """Expired entries at the old end of one space go (they were written first)."""
+        space = self._spaces.get(name)
         now = time.monotonic()
-        while space:  # expired entries at the old end go first; then the least recently used over the bound
-            oldest_key, (expires, _) = next(iter(space.items()))
-            if expires > now and len(space) <= bound:
+        while space is not None and space.entries:
+            oldest, (expires, _, _) = next(iter(space.entries.items()))
+            if expires > now:
+                return
+            self._drop(namespace, name, space, oldest)
+            space = self._spaces.get(name)
+
+    def _sweep_all(self, namespace: str) -> None:
+        """Every expired entry of a namespace: when it is full, what expired must not count."""
+        now = time.monotonic()
+        for name in list(self._in.get(namespace, ())):
+            space = self._spaces.get(name)
+            if space is None:
+                continue
+            for key in [k for k, (expires, _, _) in space.entries.items() if expires <= now]:
+                self._drop(namespace, name, space, key)
+                if name not in self._spaces:
+                    break
+
+    def _full(self, namespace: str, entries: int, size: int) -> bool:
+        return self.count(namespace) + entries > self.cap(namespace) or self.bytes(namespace) + size > self.max_bytes
+
+    def _put(self, key: str, value: Any, ttl: float) -> None:
+        size = size_of(value)
+        namespace, name, space = self._space(key, create=True)
+        assert space is not None
+        owned = name != namespace
+        cap, max_bytes = self.cap(namespace), self.max_bytes
+        share_entries = self.shares.of(cap) if owned else cap
+        share_bytes = self.shares.of(max_bytes) if owned else max_bytes
+        if size > share_bytes:
+            if not space.entries:
+                self._drop_space(namespace, name)
+            raise too_large(f"state entries ({namespace})", size, share_bytes)
+        self._sweep(namespace, name)
+        space = self._spaces.get(name) or self._space(key, create=True)[2]
+        assert space is not None
+        old = space.entries.get(key)
+        grows, extra = (1, size) if old is None else (0, size - old[2])
+        if owned and self._full(namespace, grows, extra):
+            self._sweep_all(namespace)
+            space = self._spaces.get(name) or self._space(key, create=True)[2]
+            assert space is not None
+            others = len(space.entries) - (0 if old is None else 1)
+            others_bytes = space.bytes - (0 if old is None else old[2])
+            if self.count(namespace) - others + grows > cap or self.bytes(namespace) - others_bytes + extra > max_bytes:
+                if not space.entries:
+                    self._drop_space(namespace, name)
+                raise StoreFull(f"entries of kind {namespace!r} in the state store", cap)
+        if old is not None:
+            space.bytes -= old[2]
+            self._count[namespace] -= 1
+            self._bytes[namespace] -= old[2]
+        space.entries[key] = (time.monotonic() + ttl, value, size)
+        space.entries.move_to_end(key)
+        space.bytes += size
+        self._count[namespace] = self._count.get(namespace, 0) + 1
+        self._bytes[namespace] = self._bytes.get(namespace, 0) + size
+        # The space's own least recently written entries beyond its bounds (an owner's share; a namespace's whole).
+        while len(space.entries) > share_entries or space.bytes > share_bytes or self._full(namespace, 0, 0):
+            oldest = next(iter(space.entries))
+            if oldest == key:
                 break
-            del space[oldest_key]
+            self._drop(namespace, name, space, oldest)
+
+    def _drop_space(self, namespace: str, name: str) -> None:
+        space = self._spaces.get(name)
+        if space is not None and not space.entries:
+            del self._spaces[name]
+            self._in.get(namespace, set()).discard(name)
 
     async def get(self, key: str) -> Any | None:
         entry = self._live(key)
@@ -112,13 +233,18 @@ class MemoryStore:
             return True
 
     async def delete(self, key: str) -> None:
-        self._space(key).pop(key, None)
+        namespace, name, space = self._space(key)
+        if space is not None:
+            self._drop(namespace, name, space, key)
 
     async def touch(self, key: str, ttl: float) -> bool:
         entry = self._live(key)
         if entry is None:
             return False
-        self._put(key, entry[1], ttl)
+        _, _, space = self._space(key)
+        assert space is not None
+        space.entries[key] = (time.monotonic() + ttl, entry[1], entry[2])
+        space.entries.move_to_end(key)
         return True
 
     async def take(self, key: str, rate: float, burst: float) -> float:
@@ -135,3 +261,6 @@ class MemoryStore:
 
     async def close(self) -> None:
         self._spaces.clear()
+        self._in.clear()
+        self._count.clear()
+        self._bytes.clear()

@@ -38,6 +38,7 @@ from gateway.aiohttp_transport import AiohttpTransport
 from gateway.breaker import STATE_VALUES, CircuitBreaker, Permit
 from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.model import CallContext
 from gateway.settings import BreakerSettings, UpstreamBackendSettings, UpstreamTimeouts
 
 __all__ = [
@@ -571,7 +572,8 @@ def plain_message(response: httpx.Response) -> str:
 
 @dataclass(frozen=True)
 class Credentials:
-    """What a backend sends upstream: its own bearer key, or the client's header (`forward_authorization`)."""
+    """What a backend sends upstream: its own bearer key, or the client's own credential headers
+    (`forward_authorization`). The one place that decides it, for every backend and every caller."""
 
     api_key: str | None = None
     forward_authorization: bool = False
@@ -585,8 +587,11 @@ class Credentials:
         """Headers of requests made for the gateway itself (discovery)."""
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def for_call(self, client_authorization: str | None) -> dict[str, str]:
-        """Headers of a call: the client's Authorization when forwarded, else the gateway's own key."""
-        if self.forward_authorization and client_authorization:
-            return {"Authorization": client_authorization}
+    def for_call(self, context: CallContext | None) -> dict[str, str]:
+        """Headers of a caller's request: with `forward_authorization`, the client's own credential headers
+        (Authorization, X-API-Key, as it sent them) and none of the backend's, so a client that sent none
+        sends none (the gateway's key never stands in for a caller); else the backend's own key, and
+        nothing of the client's."""
+        if self.forward_authorization and context is not None:
+            return dict(context.client_credentials)
         return self.own()

@@ -5,11 +5,14 @@ Python tools reach them (the `FileSystemEnv` toolkit) through `current()`, keyed
 by `CallContext.session_key`, so a session's files are seen by that session only.
 A call without a session works in its principal's default workspace.
 
-Bounds: at most `max_workspaces` directories (the least recently used one is
-removed first), `max_bytes_per_workspace` bytes and `MAX_ENTRIES` files and
-folders each; a workspace unused for `idle_s` is removed, and so is one whose
-session is released. Without a configured root the directories live in a
-per-process temporary directory removed at close.
+Each workspace belongs to its principal (`gateway.ownership`): a principal may
+hold its share (`limits.principal_share`) of `max_workspaces` directories,
+beyond which its own least recently used one is removed; when every directory
+is someone else's, a new one is refused (`rate_limited`), never made by removing
+another principal's. Each holds at most `max_bytes_per_workspace` bytes and
+`MAX_ENTRIES` files and folders; a workspace unused for `idle_s` is removed, and
+so is one whose session is released. Without a configured root the directories
+live in a per-process temporary directory removed at close.
 """
 
 from __future__ import annotations
@@ -21,22 +24,31 @@ import re
 import shutil
 import tempfile
 import threading
-import time
-from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.config.models import WorkspacesSettings
 from gateway.errors import ErrorKind, GatewayError
 from gateway.model import CallContext, principal_name
+from gateway.ownership import OwnedEntries, Shares, StoreFull
 
 MAX_ENTRIES = 10_000  # files and folders in one workspace: bounds every walk of it
 DIR_PATTERN = re.compile(r"^ws-[0-9a-f]{32}$")
 SHOWN_NAME = "workspace"  # what clients see as the workspace's own name (the real node's directory name)
 
 
-def key_for(context: CallContext) -> str:
+@dataclass(frozen=True)
+class WorkspaceId:
+    """A workspace: its owner (a principal's name, "" with auth off) and its name within the owner's."""
+
+    owner: str
+    name: str
+
+
+def key_for(context: CallContext) -> WorkspaceId:
     """The workspace of a call: its session's, else its principal's default one."""
-    return context.session_key or f"default/{principal_name(context.principal)}"
+    owner = principal_name(context.principal)
+    return WorkspaceId(owner, context.session_key or f"default/{owner}")
 
 
 def outside(path: str) -> GatewayError:
@@ -44,13 +56,15 @@ def outside(path: str) -> GatewayError:
 
 
 class Workspaces:
-    """Session key -> directory; thread-safe (Python tools run in threads)."""
+    """WorkspaceId -> directory; thread-safe (Python tools run in threads)."""
 
-    def __init__(self, settings: WorkspacesSettings) -> None:
+    def __init__(self, settings: WorkspacesSettings, shares: Shares | None = None) -> None:
         self.settings = settings
         self._root: Path | None = None
         self._temporary = settings.root is None
-        self._used: OrderedDict[str, float] = OrderedDict()  # key -> last use (monotonic), oldest first
+        self._held: OwnedEntries[str, Path] = OwnedEntries(
+            max_entries=max(1, settings.max_workspaces), shares=shares, idle_s=settings.idle_s, what="workspaces"
+        )
         self._lock = threading.Lock()
 
     # ---- the root ----
@@ -79,75 +93,68 @@ class Workspaces:
         return path
 
     @staticmethod
-    def _name(key: str) -> str:
-        return "ws-" + hashlib.sha256(key.encode()).hexdigest()[:32]
+    def _name(workspace: WorkspaceId) -> str:
+        return "ws-" + hashlib.sha256(f"{workspace.owner}\x00{workspace.name}".encode()).hexdigest()[:32]
 
     # ---- workspaces ----
 
-    def directory(self, key: str) -> Path:
-        """The workspace of `key`, created when new; using it restarts its idle timer."""
-        evicted: list[Path] = []
+    def directory(self, workspace: WorkspaceId) -> Path:
+        """The directory of `workspace`, created when new; using it restarts its idle timer.
+
+        A new one beyond the owner's share removes the owner's own least recently used one; one the
+        gateway has no room for (every directory someone else's) is refused with `rate_limited`.
+        """
         with self._lock:
             root = self._root_locked()
-            evicted += self._expire_locked(root, keep=key)
-            self._used[key] = time.monotonic()
-            self._used.move_to_end(key)
-            while len(self._used) > max(1, self.settings.max_workspaces):
-                oldest, _ = self._used.popitem(last=False)
-                evicted.append(root / self._name(oldest))
-            path = root / self._name(key)
+            path = self._held.get(workspace.owner, workspace.name)
+            evicted = self._held.expire()  # idle ones go whoever uses the gateway next
+            if path is None:
+                path = root / self._name(workspace)
+                try:
+                    evicted += self._held.put(workspace.owner, workspace.name, path)
+                except StoreFull as refused:
+                    self._remove(evicted + [p for p in refused.dropped if isinstance(p, Path)])
+                    raise
             path.mkdir(exist_ok=True)
-        for old in evicted:
-            shutil.rmtree(old, ignore_errors=True)
+        self._remove(evicted)
         return path
 
-    def touch(self, key: str) -> None:
+    @staticmethod
+    def _remove(paths: list[Path]) -> None:
+        for old in paths:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def touch(self, workspace: WorkspaceId) -> None:
         """Keep an existing workspace alive (its session was used); creates nothing."""
         with self._lock:
-            if key in self._used:
-                self._used[key] = time.monotonic()
-                self._used.move_to_end(key)
+            self._held.get(workspace.owner, workspace.name)
 
-    def _expire_locked(self, root: Path, keep: str) -> list[Path]:
-        cutoff = time.monotonic() - self.settings.idle_s
-        expired = []
-        for key, used in list(self._used.items()):
-            if used >= cutoff:
-                break  # ordered by use: the rest are younger
-            if key != keep:
-                del self._used[key]
-                expired.append(root / self._name(key))
-        return expired
-
-    def release(self, key: str) -> None:
+    def release(self, workspace: WorkspaceId) -> None:
         """The session ended: its files go."""
         with self._lock:
-            known = self._used.pop(key, None) is not None
-            root = self._root
-        if known and root is not None:
-            shutil.rmtree(root / self._name(key), ignore_errors=True)
+            path = self._held.pop(workspace.owner, workspace.name)
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
 
     def __len__(self) -> int:
-        return len(self._used)
+        return len(self._held)
 
     def close(self) -> None:
         """Remove every workspace (and the root, when it is ours)."""
         with self._lock:
-            root, keys = self._root, list(self._used)
-            self._used.clear()
+            root, paths = self._root, self._held.clear()
             self._root = None
         if root is None:
             return
         if self._temporary:
             shutil.rmtree(root, ignore_errors=True)
             return
-        for key in keys:
-            shutil.rmtree(root / self._name(key), ignore_errors=True)
+        self._remove(paths)
         shutil.rmtree(root / ".scratch", ignore_errors=True)
 
     # ---- paths and room ----
 
-    def resolve(self, key: str, relative: str) -> Path:
+    def resolve(self, key: WorkspaceId, relative: str) -> Path:
         """`relative` inside the workspace of `key`; anything that would leave it is refused.
 
         A leading `/` or `workspace/` is read as the workspace root, as the real node does;
@@ -193,7 +200,7 @@ class Workspaces:
                         total += entry.stat(follow_symlinks=False).st_size
         return total, entries
 
-    def room(self, key: str, replacing: Path | None = None) -> int:
+    def room(self, key: WorkspaceId, replacing: Path | None = None) -> int:
         """Bytes that may still be written to the workspace of `key` (a file being replaced counts as free)."""
         used, entries = self.usage(self.directory(key))
         if entries >= MAX_ENTRIES:
@@ -204,7 +211,7 @@ class Workspaces:
             used -= replacing.stat().st_size
         return max(0, self.settings.max_bytes_per_workspace - used)
 
-    def full(self, key: str) -> GatewayError:
+    def full(self, key: WorkspaceId) -> GatewayError:
         return GatewayError.of(
             ErrorKind.TOO_LARGE,
             f"The workspace would exceed its limit of {self.settings.max_bytes_per_workspace} bytes",

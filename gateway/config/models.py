@@ -160,6 +160,17 @@ class LimitsSettings(Section):
         default_factory=RateLimitSettings,
         description="Rate limits (token buckets) per principal and per backend; none by default",
     )
+    principal_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description=(
+            "The fraction of every bounded per-caller store (sessions, workspaces, event logs, held calls, result "
+            "handles, call records, cached results) one principal may fill: beyond it that principal's own oldest "
+            "entries go, and a store full of other principals' entries refuses a new one. With auth off every "
+            "caller is one principal, which may fill the whole store"
+        ),
+    )
 
 
 class ApiKeySettings(Section):
@@ -194,6 +205,16 @@ class JwtAuthSettings(Section):
             "Claim value -> globs on flat tool names it allows; a caller may see and call the union over its "
             "values, and nothing when none matches. Absent: every JWT caller may call every tool"
         ),
+    )
+    principal_claim: NonEmpty = Field(
+        default="sub",
+        description=(
+            "The claim naming the caller (its principal is jwt:<value>: its sessions, workspaces, limits); "
+            "a token without it (or with an empty or non-string one) is refused with 401"
+        ),
+    )
+    issuer: str | None = Field(
+        default=None, description="When set, tokens must carry this iss claim; others are refused with 401"
     )
 
 
@@ -260,6 +281,14 @@ class StateSettings(Section):
         ),
     )
     max_entries: int = Field(default=100000, ge=1, description="Most entries per kind (namespace) in the store")
+    max_bytes: int = Field(
+        default=67108864,
+        ge=1024,
+        description=(
+            "Most bytes (as JSON) per kind (namespace) in the store; a principal's entries may fill its "
+            "limits.principal_share of this and of max_entries"
+        ),
+    )
 
     @model_validator(mode="after")
     def _redis_needs_url(self) -> StateSettings:
