@@ -29,7 +29,7 @@ from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import dumps
 from gateway.model import CallContext, ToolSpec
 from gateway.observability import redact_text
-from gateway.upstream import Upstream, UpstreamSettings, failure_for_status, json_of
+from gateway.upstream import Credentials, Upstream, UpstreamSettings, failure_for_status, json_of
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _BODY_METHODS = {"POST", "PUT", "PATCH"}
@@ -103,6 +103,7 @@ class HttpBackend(BaseBackend):
         self.name = settings.name
         self.upstream = Upstream(self.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
         self.forward_authorization = settings.forward_authorization
+        self.credentials = Credentials.of(None, settings)  # nothing of its own: only the client's, when forwarded
 
     async def discover(self) -> list[ToolSpec]:
         toolkit = self.settings.toolkit or "Http"
@@ -142,10 +143,8 @@ class HttpBackend(BaseBackend):
     async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         endpoint: Endpoint = spec.binding
         path, params, body = endpoint.split(arguments)
-        headers = {}
         forwarded = self.forward_authorization  # an upstream 401 is then the client's to fix
-        if forwarded and context.client_authorization:
-            headers["Authorization"] = context.client_authorization
+        headers = self.credentials.for_call(context)
         response = await self.upstream.request(
             endpoint.method,
             path,

@@ -47,7 +47,7 @@ class JsonRpcBackend(BaseBackend):
         return self.credentials.own()
 
     def _headers(self, context: CallContext) -> dict[str, str]:
-        return self.credentials.for_call(context.client_authorization)
+        return self.credentials.for_call(context)
 
     # ---- discovery ----
 

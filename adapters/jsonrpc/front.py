@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from adapters.jsonrpc import codec
+from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, GatewayError
 from gateway.http import is_json_content_type, json_response, parse_json, read_body
 from gateway.model import Call, CallContext, Principal
@@ -34,8 +35,8 @@ JSONRPC_MEDIA_TYPES = ("application/json-rpc", "application/jsonrequest")
 log = structlog.get_logger("toolplex.jsonrpc")
 
 
-# The client's Authorization header, for every call of this request (batch entries included).
-_CLIENT_AUTHORIZATION: ContextVar[str | None] = ContextVar("client_authorization", default=None)
+# The client's credential headers, for every call of this request (batch entries included).
+_CLIENT_CREDENTIALS: ContextVar[dict[str, str] | None] = ContextVar("client_credentials", default=None)
 
 
 class JsonRpcFront:
@@ -48,7 +49,7 @@ class JsonRpcFront:
         self.max_timeout_ms = settings.max_timeout_ms
 
     async def handle(self, request: HttpRequest) -> Response:
-        _CLIENT_AUTHORIZATION.set(request.headers.get("authorization"))  # for backends that forward it
+        _CLIENT_CREDENTIALS.set(client_credentials(request.headers))  # for backends that forward them
         try:
             principal = self.services.authenticate(request.headers)
         except GatewayError as exc:
@@ -152,7 +153,7 @@ class JsonRpcFront:
             session_id=params.session_id,
             message_id=params.message_id,
             trace_id=None if req.id is None else str(req.id),
-            client_authorization=_CLIENT_AUTHORIZATION.get(),
+            client_credentials=_CLIENT_CREDENTIALS.get() or {},
         )
         call = Call(
             tool=params.tool,

@@ -50,7 +50,7 @@ from gateway.backends import BackendContext, BaseBackend, Health
 from gateway.breaker import CircuitBreaker, Permit
 from gateway.catalog import distinct_specs
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.model import FLAT_NAME_PATTERN, CallContext, Principal, ToolSpec
+from gateway.model import FLAT_NAME_PATTERN, CallContext, RequestKind, ToolSpec
 from gateway.observability import register_secrets
 from gateway.upstream import UPSTREAMS, Credentials, failure_for_status
 
@@ -63,6 +63,15 @@ NOTICES = (
     types.PromptListChangedNotification,
 )
 MODES = {"auto": "auto", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
+# The requests other than tool calls an MCP backend relays (`McpBackend.operate`), by kind.
+OPERATIONS: dict[str, tuple[str, ...]] = {
+    RequestKind.LIST: ("resources/list", "resources/templates/list", "prompts/list"),
+    RequestKind.READ: ("resources/read",),
+    RequestKind.PROMPT: ("prompts/get",),
+    RequestKind.COMPLETE: ("completion/complete",),
+    RequestKind.TASK: tasks.METHODS,
+    RequestKind.SUBSCRIBE: ("resources/subscribe", "resources/unsubscribe"),
+}
 # The SDK's stand-ins for an HTTP error answer without a JSON-RPC body: the status (in the Exchange) says more.
 SDK_STATUS_MESSAGES = frozenset({"Server returned an error response", "Not Found", "Session terminated"})
 WINDOW_S = 60.0  # the window of `restarts_per_minute`; a process that lived this long was no quick death
@@ -319,7 +328,10 @@ async def _first(*events: asyncio.Event) -> None:
 
 
 class McpBackend(BaseBackend):
-    """One MCP server; declares no optional feature (its sessions are its own, not per caller)."""
+    """One MCP server; declares no optional feature (its sessions are its own, not per caller). Besides its
+    tools it serves the MCP front's pass-through requests (`operations`, through the pipeline)."""
+
+    operations = frozenset(OPERATIONS)
 
     def __init__(self, settings: McpBackendSettings, context: BackendContext) -> None:
         self.name = settings.name
@@ -337,7 +349,7 @@ class McpBackend(BaseBackend):
         self.watched: dict[str, None] = {}
         self.watch_changes = 0
         # Calls held open for their 2026-07-28 callers' answers to a handshake-era server's questions.
-        self.holds = held.Holds(settings.max_held_calls, settings.answer_timeout_s, self._cannot_hold)
+        self.holds = held.Holds(settings.max_held_calls, settings.answer_timeout_s, self._cannot_hold, context.shares)
         self._http: httpx2.AsyncClient | None = None
         self._link: Link | None = None
         self._lock = asyncio.Lock()
@@ -626,7 +638,7 @@ class McpBackend(BaseBackend):
     async def _exchange(self, context: CallContext | None) -> AsyncIterator[Exchange]:
         """An `Exchange` for the requests made inside the block (the HTTP guard writes what each met)."""
         forwarded = context is not None and self.settings.forward_authorization
-        exchange = Exchange(authorization=context.client_authorization if forwarded and context else None)
+        exchange = Exchange(credentials=self.credentials.for_call(context) if forwarded else None)
         token = EXCHANGE.set(exchange)
         try:
             yield exchange
@@ -785,10 +797,34 @@ class McpBackend(BaseBackend):
             meta=meta,  # type: ignore[arg-type]
         )
 
-    # ---- resources, prompts, completions: relayed as they are ----
+    # ---- resources, prompts, completions, tasks, subscriptions: relayed as they are ----
+
+    async def operate(
+        self, kind: str, operation: str, params: dict[str, Any], context: CallContext, payload: Any = None
+    ) -> Any:
+        """A request of the MCP front's pass-through (`OperationBackend`), after the pipeline's policy
+        stages: relayed to this server under its breaker, with the caller's credentials when this backend
+        forwards them. The server's own JSON-RPC error is noted for the MCP front to answer as it came
+        (`mcp_error`) and fails the request as its canonical kind."""
+        if operation not in OPERATIONS.get(kind, ()):
+            raise GatewayError.of(ErrorKind.MALFORMED, f"{operation} is not relayed as a {kind} request")
+        caller = relay.caller_of(context.peer)
+        permit = self._admit(context.remaining())
+        try:
+            if kind == RequestKind.SUBSCRIBE:
+                link = await self._ensure_link(context.deadline)
+                if link.era == "modern":  # no resources/subscribe in 2026-07-28: the listen stream asks for it
+                    await self.watch(str(params.get("uri")), operation == "resources/subscribe")
+                    return {}
+            return await self.pass_through(operation, params, caller, context)
+        except MCPError as exc:
+            _note_error(exc, context)
+            raise GatewayError(codec.failure_of_error(self.name, exc.code, exc.message, exc.data)) from None
+        finally:
+            self.breaker.release(permit)
 
     async def pass_through(
-        self, method: str, params: dict[str, Any], caller: relay.Caller | None, principal: Principal | None = None
+        self, method: str, params: dict[str, Any], caller: relay.Caller | None, context: CallContext | None = None
     ) -> dict[str, Any]:
         """One request of the MCP front's pass-through (`resources/*`, `prompts/*`, `completion/complete`,
         `tasks/*`) sent to this server, its result as the server gave it (JSON, by alias).
@@ -796,16 +832,20 @@ class McpBackend(BaseBackend):
         The server's own JSON-RPC error is raised as it came (`MCPError`); a transport failure or an
         HTTP error status as the `GatewayError` a tool call would meet. Never sent twice. A handshake-era
         server's question during `resources/read` or `prompts/get` reaches a 2026-07-28 caller as a tool
-        call's does (`held`; `principal` is whose the held request is).
+        call's does (`held`; the context's principal is whose the held request is). With
+        `forward_authorization`, the context's caller's credentials go upstream in place of the backend's.
         """
+        principal = context.principal if context is not None else None
         remaining = self.settings.timeouts_s.read
+        if context is not None and context.remaining() is not None:
+            remaining = min(remaining, context.remaining() or 0.0)
         asker = caller if caller is not None and caller.modern and method in held.METHODS else None  # may be held
         if asker is not None and held.is_held(asker.request_state):
             hold = self.holds.resume(asker, principal, *held.identity(method, params))  # its MCPError as it is
             return await self._passed(method, hold.link, hold.exchange, hold.round(asker), remaining)
         link = await self._ensure_link(time.monotonic() + remaining)
         assert link.client is not None
-        async with self._exchange(None) as exchange:
+        async with self._exchange(context) as exchange:
             if asker is not None and link.era == "legacy" and self.holds.limit > 0:
                 caller = asker
                 if caller.request_state is not None:  # a state no hold issued (answers alone are ignored: re-asked)
@@ -834,7 +874,9 @@ class McpBackend(BaseBackend):
             failure = self._request_failure(exc, exchange, link, method)
             raise (failure.error if isinstance(failure, _SendAgain) else failure) from None
         except (ValidationError, RuntimeError) as exc:
+            self.breaker.failure()
             raise self.unavailable(f"its answer to {method} is malformed: {exc}") from None
+        self.breaker.success()
         if isinstance(result, tasks.TaskAnswer):
             return tasks.wire(result)
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)  # type: ignore[no-any-return]
@@ -881,12 +923,14 @@ class McpBackend(BaseBackend):
             await link.process.settle(SETTLE_S)
 
     def _cannot_hold(self, tool: str, capability: str) -> Failure:
-        """The server asked a 2026-07-28 caller a question while `max_held_calls` calls wait for answers."""
+        """The server asked a 2026-07-28 caller a question while `max_held_calls` calls (or this caller's share of
+        them) wait for answers."""
         return Failure(
             kind=ErrorKind.RATE_LIMITED,
             message=(
                 f"Tool {tool!r} of upstream {self.name!r} asked its client for {capability}, but the gateway already "
-                f"holds {self.settings.max_held_calls} calls open for their callers' answers; try again later"
+                f"holds {self.settings.max_held_calls} calls (or this caller's share of them) open for their "
+                "callers' answers; try again later"
             ),
             developer_message="raise max_held_calls (or lower answer_timeout_s) of this backend",
             can_retry=True,
@@ -936,7 +980,7 @@ class McpBackend(BaseBackend):
                 status,
                 f"{method} was {'refused' if status < 500 else 'not answered'}",
                 headers,
-                client_credentials=bool(exchange.authorization),
+                client_credentials=exchange.credentials is not None,
             )
             assert failure is not None
             return GatewayError(failure)

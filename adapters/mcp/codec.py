@@ -291,3 +291,23 @@ def _authorization_required(backend: str, message: str, data: Any, developer: st
         developer_message=developer,
         details={"authorization": challenges},
     )
+
+
+# ---- the gateway's own refusals, as an MCP client reads them ----
+
+INVALID_PARAMS_CODE = -32602
+INTERNAL_ERROR_CODE = -32603
+PARAMS_KINDS = frozenset({ErrorKind.MALFORMED, ErrorKind.TOO_LARGE, ErrorKind.INVALID_ARGUMENTS})
+
+
+def error_of(failure: Failure) -> Any:
+    """A failure of the gateway's (not the upstream's own JSON-RPC error, relayed as it came) as the JSON-RPC
+    error of a request that is no tool call: bad parameters -32602, anything else -32603, with the canonical
+    kind (and when to retry) in `data`, as the MCP front's tool results carry them in `_meta`."""
+    from mcp.shared.exceptions import MCPError
+
+    data: dict[str, Any] = {"kind": str(failure.kind)}
+    if failure.retry_after_ms is not None:
+        data["retryAfterMs"] = failure.retry_after_ms
+    code = INVALID_PARAMS_CODE if failure.kind in PARAMS_KINDS else INTERNAL_ERROR_CODE
+    return MCPError(code, failure.message, data)

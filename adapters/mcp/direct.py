@@ -96,12 +96,14 @@ ENABLED: bool = True
 TOOLS_CALL: Final = "tools/call"
 PARAM_HEADER_PREFIX: Final = b"mcp-param-"
 _ROUTING: Final = frozenset(h.encode() for h in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER))
-_READ: Final = _ROUTING | {b"content-type", b"accept", b"content-length", b"authorization"}
+_READ: Final = _ROUTING | {b"content-type", b"accept", b"content-length", b"authorization", b"x-api-key"}
 ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY})
 PARAMS_KEYS: Final = frozenset({"name", "arguments", "_meta"})
+_CREDENTIALS: Final = ((b"authorization", "Authorization"), (b"x-api-key", "X-API-Key"))
 BASE64_SENTINEL: Final = "=?base64?"  # an `Mcp-Name` the SDK decodes before comparing: left to it
 WATCH_AFTER_S: Final = 0.25  # when the disconnect watcher starts (see the module docstring)
 MAX_REMEMBERED: Final = 1024  # distinct `_meta` verdicts, tool-name verdicts per snapshot, input schemas
+MAX_KEY_BYTES: Final = 2048  # a verdict keyed by more of a client's bytes is not remembered (memos stay < 2 MiB each)
 # A run of 19 digits (digits all read as "0" first): an integer orjson would read as a float where
 # `json.loads` (the SDK's) keeps it exact.
 _DIGITS_AS_ZERO: Final = bytes(ord("0") if ord("0") <= i <= ord("9") else i for i in range(256))
@@ -141,7 +143,11 @@ _tools: weakref.WeakKeyDictionary[Endpoint, tuple[object, Any, Any, dict[str, tu
 )
 
 
-def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+def _remember(memo: dict[Any, Any], key: Any, value: Any, size: int = 0) -> None:
+    """Keep a verdict, within `MAX_REMEMBERED` entries of at most `MAX_KEY_BYTES` each: a client's `_meta`,
+    tool name or Accept header is not kept when larger (its verdict is worked out again each time)."""
+    if size > MAX_KEY_BYTES:
+        return
     if len(memo) >= MAX_REMEMBERED:
         memo.clear()
     memo[key] = value
@@ -175,7 +181,7 @@ def _plain_tool(endpoint: Endpoint, name: str) -> tuple[bool, ToolSpec | None]:
         spec = endpoint.find(name, None)
         plain = spec is None or not (isinstance(spec.binding, codec.McpTool) or declares_headers(spec.input_schema))
         verdict = (plain, spec)
-        _remember(verdicts, name, verdict)
+        _remember(verdicts, name, verdict, len(name))
     return verdict
 
 
@@ -195,7 +201,7 @@ def _meta_is_valid(version: str, meta: dict[str, Any]) -> bool:
             verdict = _extract_meta(params) is not None
         except (KeyError, ValueError):  # pydantic's ValidationError is a ValueError
             verdict = False
-        _remember(_metas, key, verdict)
+        _remember(_metas, key, verdict, len(key[1]))
     return verdict
 
 
@@ -205,7 +211,7 @@ def _accepts_both(accept: bytes) -> bool:
         view = _HeaderView({"accept": accept.decode("latin-1")})
         has_json, has_sse = check_accept_headers(view)  # type: ignore[arg-type]
         verdict = has_json and has_sse
-        _remember(_accepts, accept, verdict)
+        _remember(_accepts, accept, verdict, len(accept))
     return verdict
 
 
@@ -294,8 +300,10 @@ async def serve(
     plain, spec = _plain_tool(endpoint, call[1])
     if not plain:
         return replay(messages, receive)
-    authorization = found[b"authorization"].decode("latin-1") if b"authorization" in found else None
-    await _answer(endpoint, principal, scope, receive, send, version, authorization, spec, *call)
+    credentials = {
+        name: found[raw].decode("latin-1") for raw, name in _CREDENTIALS if found.get(raw)
+    }  # as gateway.auth.client_credentials takes them
+    await _answer(endpoint, principal, scope, receive, send, version, credentials, spec, *call)
     return None
 
 
@@ -338,7 +346,7 @@ async def _answer(
     receive: Receive,
     send: Send,
     version: str,
-    authorization: str | None,
+    credentials: dict[str, str],
     spec: ToolSpec | None,
     request_id: Any,
     name: str,
@@ -356,7 +364,7 @@ async def _answer(
     error: types.JSONRPCError | None = None
     try:
         if _span_is_silent(meta):
-            result = await endpoint.call_plain(principal, name, spec, arguments, request_id, authorization)
+            result = await endpoint.call_plain(principal, name, spec, arguments, request_id, credentials)
             if type(result) is dict:  # a result as JSON: written as it is when plain, else through the model
                 result = _plain(result, server) or _shape(
                     server, version, types.CallToolResult.model_validate(result, by_name=False)

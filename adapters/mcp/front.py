@@ -8,10 +8,11 @@ caller's permissions and the virtual server's globs) and the one dispatch core (
 
 What lives here and not in the SDK: authentication (the gateway's API keys and JWTs, 401 with
 `WWW-Authenticate`), header values stripped of surrounding whitespace (uvicorn's httptools parser keeps
-it; the SDK then rejects `Mcp-Name:  tool `), a bounded event store that closes the SDK's replay-to-live
-gap, sessions recorded in the state store so another replica forwards a session's requests to its home
-(and answers 404 for one nobody holds), progress while a call runs, `notifications/tools/list_changed`
-when the catalog changes, and the search meta-tools.
+it; the SDK then rejects `Mcp-Name:  tool `), sessions owned by their principal, each with its own
+bounded event log (`adapters.mcp.sessions`: another session's `Last-Event-ID` replays nothing), sessions
+recorded in the state store under their principal so another replica forwards a session's requests to
+its home (and answers 404 for one nobody holds, or someone else's), progress while a call runs,
+`notifications/tools/list_changed` when the catalog changes, and the search meta-tools.
 
 The SDK's session manager lives as long as the process (sessions outlive a configuration reload): one
 endpoint per path, kept beside the gateway's `FrontServices`; `routes()` only hands it new settings.
@@ -32,15 +33,12 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-import anyio
 import mcp_types as types
 import orjson
 import structlog
 from mcp.server import NotificationOptions, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
-from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, EventStore
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
@@ -51,9 +49,12 @@ from starlette.types import Message, Receive, Scope, Send
 
 from adapters.mcp import codec, direct, held, passthrough, tasks
 from adapters.mcp.passthrough import Passthrough, progress_token
+from adapters.mcp.sessions import OPENING, EventLogs, SessionManager
+from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import json_response
 from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permitted, principal_name
+from gateway.ownership import owned_key
 
 if TYPE_CHECKING:
     from adapters.mcp.front_settings import McpFrontSettings
@@ -65,71 +66,15 @@ _BLANKS: Final = b" \t"  # what may surround a header value (RFC 9110 section 5.
 SERVER_NAME: Final = "toolplex"
 SESSION_HEADER: Final = "mcp-session-id"
 SESSION_HEADER_RAW: Final = SESSION_HEADER.encode()
-SESSION_KEY: Final = "session.mcp:"  # state store: session id -> {"home": replica id, "principal": name}
+SESSION_SPACE: Final = "session.mcp"  # state store: owned_key(it, principal, session id) -> {"home", "principal"}
 SEARCH_TOOL: Final = "search_tools"
 CALL_TOOL: Final = "call_tool"
-# How long a resumed request stream waits for the rest of its request's events (see BoundedEventStore).
-RESUME_TAIL_S: Final = 60.0
 log = structlog.get_logger("toolplex.mcp")
 # The caller of the request being handled: set before the SDK sees the request, read by the schema
 # lookup the SDK calls before any handler (where no request context exists yet).
 _CALLER: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("mcp_caller", default=None)
 
 Ctx = ServerRequestContext[Any, Any]
-
-
-# ---- resumability ----
-
-
-class BoundedEventStore(EventStore):
-    """Every SSE event of the handshake era in order, the oldest dropped beyond `max_events`.
-
-    Resuming a request's stream replays what was stored after `Last-Event-ID`, then keeps
-    replaying what the request goes on to produce until its response is stored: the SDK
-    re-attaches the live stream only once replay returns, so an event stored in between would
-    otherwise never be sent. (The approach of tests/mcp/reference_server.py.)
-    """
-
-    def __init__(self, max_events: int) -> None:
-        self._events: collections.OrderedDict[int, tuple[str, types.JSONRPCMessage | None]] = collections.OrderedDict()
-        self.max_events = max_events
-        self._next = 0
-        self._stored = anyio.Event()
-
-    async def store_event(self, stream_id: str, message: types.JSONRPCMessage | None) -> str:
-        self._next += 1
-        self._events[self._next] = (stream_id, message)
-        while len(self._events) > self.max_events:
-            self._events.popitem(last=False)
-        self._stored.set()
-        self._stored = anyio.Event()
-        return str(self._next)
-
-    async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> str | None:
-        try:
-            after = int(last_event_id)
-        except ValueError:
-            return None
-        found = self._events.get(after)
-        if found is None:
-            return None
-        stream_id = found[0]
-        with anyio.move_on_after(RESUME_TAIL_S):
-            while True:
-                stored = self._stored
-                for event_id, (event_stream, message) in list(self._events.items()):
-                    if event_id <= after or event_stream != stream_id:
-                        continue
-                    after = event_id
-                    if message is None:
-                        continue  # a priming event: nothing to resend
-                    await send_callback(EventMessage(message, str(event_id)))
-                    if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-                        return stream_id
-                if stream_id == GET_STREAM_KEY:
-                    return stream_id  # the standalone stream never ends: live delivery takes over
-                await stored.wait()
-        return stream_id
 
 
 # ---- names, listings, results ----
@@ -307,14 +252,16 @@ class Endpoint:
         self.settings = settings
         self.include: tuple[str, ...] = ALL
         self.exclude: tuple[str, ...] = ()
-        self.events = BoundedEventStore(settings.max_events)
-        # Live handshake-era sessions (by Mcp-Session-Id) for list_changed; bounded like the manager's sessions.
+        self.events = EventLogs(settings.max_events, settings.max_event_bytes, services.shares)
+        # Live handshake-era sessions (by Mcp-Session-Id) for list_changed; forgotten with their session.
         self.sessions: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self.passthrough = Passthrough(self)
         self.server = self._build()
-        self.manager = StreamableHTTPSessionManager(
+        self.manager = SessionManager(
             app=self.server,
-            event_store=self.events,
+            logs=self.events,
+            shares=services.shares,
+            on_discard=self._forget_session,
             retry_interval=settings.retry_ms,
             session_idle_timeout=settings.session_idle_s,
             max_sessions=settings.max_sessions,
@@ -327,7 +274,13 @@ class Endpoint:
     def configure(self, settings: McpFrontSettings, include: tuple[str, ...], exclude: tuple[str, ...]) -> None:
         self.settings = settings
         self.include, self.exclude = include, exclude
-        self.events.max_events = settings.max_events
+        self.events.configure(settings.max_events, settings.max_event_bytes)
+        self.manager.max_sessions = settings.max_sessions
+
+    def _forget_session(self, session_id: str) -> None:
+        """A session ended (closed, idle, its client gone): what was kept for it goes too."""
+        self.sessions.pop(session_id, None)
+        self.passthrough.forget_session(session_id)
 
     # ---- the SDK's server ----
 
@@ -521,7 +474,7 @@ class Endpoint:
             principal=principal,
             session_id=headers.get(SESSION_HEADER) if headers is not None else None,
             trace_id=None if ctx.request_id is None else str(ctx.request_id),
-            client_authorization=headers.get("authorization") if headers is not None else None,
+            client_credentials=client_credentials(headers) if headers is not None else {},
             peer=self.passthrough.caller(ctx, params) if relayed else None,  # whom the upstream talks back to
         )
         call = Call(tool=spec.flat_name, version=spec.version, arguments=arguments, context=context)
@@ -548,7 +501,7 @@ class Endpoint:
         found: ToolSpec | None,
         arguments: dict[str, Any],
         request_id: str | int,
-        authorization: str | None,
+        credentials: dict[str, str],
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """`_call` for the direct path's request, which has no session, asks for no progress and names no MCP
         upstream's tool (`direct.serve` made sure), so it needs none of the SDK's request context. `found` is
@@ -558,7 +511,7 @@ class Endpoint:
         if found is None or not permitted(principal, found):
             raise _unknown_tool(name)
         context = CallContext(
-            front=FRONT, principal=principal, trace_id=str(request_id), client_authorization=authorization
+            front=FRONT, principal=principal, trace_id=str(request_id), client_credentials=credentials
         )
         call = Call(tool=found.flat_name, version=found.version, arguments=arguments, context=context)
         return await self._result(name, found, context, await self.services.call(call), wire=True)
@@ -691,6 +644,7 @@ class Endpoint:
             return
         await self._ensure_started()
         _CALLER.set(principal)  # this request's task only: read by _input_schema
+        OPENING.set(principal_name(principal))  # whose a session this request opens is (`SessionManager`)
         session_id = _first(scope["headers"], SESSION_HEADER_RAW)
         if session_id is not None:
             refusal = await self._session_route(scope, receive, session_id, principal)
@@ -714,20 +668,21 @@ class Endpoint:
     ) -> Response | None:
         """None to serve the request here; else the answer: the home replica's, or 404 for a session nobody has."""
         store = self.services.store
-        record = await store.get(SESSION_KEY + session_id)
+        key = owned_key(SESSION_SPACE, principal_name(principal), session_id)  # another principal's: unknown
+        record = await store.get(key)
         if not isinstance(record, dict) or record.get("principal") != principal_name(principal):
             return _not_found()
         home = record.get("home")
         request = Request(scope, receive)
         if self.services.replicas.is_self(home) or self.services.forwarder.forwarded(request):
             if session_id not in self.manager._server_instances:
-                await store.delete(SESSION_KEY + session_id)
+                await store.delete(key)
                 return _not_found()
-            await store.touch(SESSION_KEY + session_id, self.settings.session_idle_s)
+            await store.touch(key, self.settings.session_idle_s)
             return None
         url = await self.services.forwarder.owner_url(home)
         if url is None:  # the home replica is gone, and its sessions with it
-            await store.delete(SESSION_KEY + session_id)
+            await store.delete(key)
             return _not_found()
         try:
             return await self.services.forwarder.forward(request, url)
@@ -745,6 +700,7 @@ class Endpoint:
         """`send`, recording a session the answer opens (its home: this replica) and forgetting one DELETEd."""
         store, idle = self.services.store, self.settings.session_idle_s
         home = self.services.replicas.id
+        owner = principal_name(principal)
 
         async def recording(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -752,10 +708,10 @@ class Endpoint:
                 if session_id is None and status < 400:
                     opened = Headers(raw=message.get("headers", [])).get(SESSION_HEADER)
                     if opened is not None:
-                        record = {"home": home, "principal": principal_name(principal)}
-                        await store.set(SESSION_KEY + opened, record, idle)
+                        record = {"home": home, "principal": owner}
+                        await store.set(owned_key(SESSION_SPACE, owner, opened), record, idle)
                 elif session_id is not None and scope["method"] == "DELETE" and status < 400:
-                    await store.delete(SESSION_KEY + session_id)
+                    await store.delete(owned_key(SESSION_SPACE, owner, session_id))
                     self.sessions.pop(session_id, None)
             await send(message)
 

@@ -31,7 +31,10 @@ class McpFrontSettings(FrontSettings):
     max_sessions: int = Field(
         default=1000,
         ge=1,
-        description="Most handshake-era sessions open at once per endpoint; a new one beyond that gets 503",
+        description=(
+            "Most handshake-era sessions open at once per endpoint, each principal at most its "
+            "limits.principal_share of them; a new one beyond that gets 503"
+        ),
     )
     session_idle_s: float = Field(
         default=1800,
@@ -41,7 +44,15 @@ class McpFrontSettings(FrontSettings):
     max_events: int = Field(
         default=10_000,
         ge=1,
-        description="SSE events kept per endpoint for `Last-Event-ID` resumption (the oldest dropped first)",
+        description=(
+            "SSE events kept per endpoint for `Last-Event-ID` resumption, each session's for itself only; a "
+            "principal may fill its limits.principal_share, beyond which its own oldest go"
+        ),
+    )
+    max_event_bytes: int = Field(
+        default=67108864,
+        ge=1024,
+        description="Bytes of SSE events kept per endpoint for resumption (as JSON), shared out as max_events is",
     )
     retry_ms: int = Field(default=1000, ge=1, description="The SSE `retry` hint sent to clients, in milliseconds")
     progress_interval_s: float = Field(

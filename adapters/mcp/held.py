@@ -14,9 +14,10 @@ to the next question.
   retry by anyone else, for another tool or with other arguments, or with an earlier round's state, gets
   the SDK's own refusal (-32602 "Invalid or expired requestState").
 - A hold lives in the replica that holds the upstream's connection. The front records that replica in
-  the state store (`STORE_KEY`), as it does a session's home, so a retry that reaches another replica
-  is forwarded there (`route`).
-- Every part has a bound: the held calls per backend (`max_held_calls`), the wait for an answer
+  the state store (`STORE_SPACE`, under the caller's principal), as it does a session's home, so a retry
+  that reaches another replica is forwarded there (`route`).
+- Every part has a bound: the held calls per backend (`max_held_calls`, each principal its share of
+  them: one caller's unanswered calls never keep another's from being held), the wait for an answer
   (`answer_timeout_s`, after which the upstream's call is cancelled), and the questions one call may
   ask (`MAX_QUESTIONS`). A round that times out or whose client goes away cancels the call, as an
   ordinary call's would.
@@ -42,6 +43,7 @@ from adapters.mcp import direct, relay
 from gateway.errors import ErrorKind, GatewayError
 from gateway.http import json_response
 from gateway.model import Principal, principal_name
+from gateway.ownership import WHOLE, Shares, owned_key
 
 if TYPE_CHECKING:
     from starlette.responses import Response
@@ -53,12 +55,13 @@ if TYPE_CHECKING:
 log = structlog.get_logger("toolplex.mcp")
 
 PREFIX: Final = "toolplex-held."  # the requestState of a held call (an upstream's own never opens a hold)
-STORE_KEY: Final = "held.mcp:"  # state store: token -> {"home": replica id, "principal": name}
+STORE_SPACE: Final = "held.mcp"  # state store: owned_key(it, principal, token) -> {"home": replica id, "principal"}
 MAX_QUESTIONS: Final = 32  # questions one held call may ask; the next is refused to the upstream
 INVALID_STATE: Final = "Invalid or expired requestState"  # the `mcp` SDK's wording, code and data
 METHODS: Final = ("tools/call", "resources/read", "prompts/get")  # the requests a hold is made for
 OVER_NOTE: Final = "mcp_held_over"  # `CallContext.notes`: a token this round ended (its call ended, or a new one)
 RECORD_SLACK_S: Final = 60.0  # a hold's record outlives its answer wait by this (the retry's round included)
+ENDED: Final = "The gateway's caller did not answer before the call ended"  # the upstream's question's answer
 
 
 def invalid_state() -> MCPError:
@@ -219,7 +222,10 @@ class Hold:
             self.task.cancel()
         for question in self.open.values():
             if not question.answer.done():
-                question.answer.cancel()
+                # An error answer, never a cancellation: the question waits in a task of the backend's MCP
+                # session (the SDK's handler of the server's request), where a CancelledError would end the
+                # whole session, every other caller's calls with it. The upstream gets a JSON-RPC error.
+                question.answer.set_exception(MCPError(types.INTERNAL_ERROR, ENDED))
 
 
 def _retrieved(task: asyncio.Task[Any]) -> None:
@@ -234,12 +240,16 @@ def _wire(value: Any) -> Any:
 
 
 class Holds:
-    """The held calls of one backend, by token; at most `limit`, each for at most `answer_s` per question."""
+    """The held calls of one backend, by token; at most `limit`, each principal at most its share of them
+    (`gateway.ownership.Shares`), each for at most `answer_s` per question."""
 
-    def __init__(self, limit: int, answer_s: float, full: Callable[[str, str], Any]) -> None:
+    def __init__(
+        self, limit: int, answer_s: float, full: Callable[[str, str], Any], shares: Shares | None = None
+    ) -> None:
         self.limit = limit
         self.answer_s = answer_s
         self.full = full  # (tool, capability) -> the Failure of a call that cannot be held
+        self.shares = shares if shares is not None else WHOLE
         self._held: OrderedDict[str, Hold] = OrderedDict()
 
     def __len__(self) -> int:
@@ -251,6 +261,10 @@ class Holds:
         again = self.holding(hold)
         if not again and len(self._held) >= self.limit:
             log.warning("mcp_held_calls_full", limit=self.limit, tool=hold.tool)
+            return False
+        share = self.shares.of(self.limit) if self.limit > 0 else 0
+        if not again and sum(1 for h in self._held.values() if h.principal == hold.principal) >= share:
+            log.warning("mcp_held_calls_share_full", share=share, tool=hold.tool, principal=hold.principal or None)
             return False
         self.forget(hold)
         hold.token = PREFIX + secrets.token_urlsafe(24)
@@ -298,11 +312,12 @@ async def record(
     A store failure costs only the forwarding (a retry that reaches this replica still finds the call)."""
     store = endpoint.services.store
     try:
+        owner = principal_name(principal)
         if is_held(token):
-            home = {"home": endpoint.services.replicas.id, "principal": principal_name(principal)}
-            await store.set(STORE_KEY + str(token), home, answer_s + RECORD_SLACK_S)
+            home = {"home": endpoint.services.replicas.id, "principal": owner}
+            await store.set(owned_key(STORE_SPACE, owner, str(token)), home, answer_s + RECORD_SLACK_S)
         if is_held(over):
-            await store.delete(STORE_KEY + str(over))
+            await store.delete(owned_key(STORE_SPACE, owner, str(over)))
     except GatewayError as exc:
         log.warning("mcp_held_call_not_recorded", error=exc.failure.message)
 
@@ -333,7 +348,7 @@ async def route(
         return None, replayed
     services = endpoint.services
     try:
-        found = await services.store.get(STORE_KEY + token)
+        found = await services.store.get(owned_key(STORE_SPACE, principal_name(principal), token))
     except GatewayError:
         return None, replayed  # the store is out of reach: served here (the call is unknown here if held elsewhere)
     request = Request(scope, replayed)

@@ -13,8 +13,9 @@ caller put in `EXCHANGE` before asking. The SDK sends each request from the call
 own context (its streams carry the sender's `contextvars`), so the record reaches
 the transport that moves that request's bytes.
 
-The caller's own `Authorization` header, when the backend forwards it, rides the
-same way: per request, never on the client shared by every caller.
+The caller's own credential headers, when the backend forwards them, ride the
+same way: per request, in place of the backend's own, never on the client shared
+by every caller.
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ import httpx2
 # Failures that prove the request never reached the server: safe to send again.
 NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
 SYNTHETIC_STATUS = 502
+CREDENTIAL_HEADERS = ("authorization", "x-api-key")  # what forwarding replaces (gateway.auth.client_credentials)
 
 
 @dataclass
 class Exchange:
     """What the HTTP exchange of one MCP request showed; written by `GuardedTransport`, read by the caller."""
 
-    authorization: str | None = None  # the caller's own header, to send instead of the backend's credentials
+    # The caller's own credential headers, sent instead of the backend's (None: the backend's own are sent).
+    credentials: dict[str, str] | None = None
     status: int | None = None
     retry_after: str | None = None
     error: str | None = None  # a transport failure, described for people
@@ -94,8 +97,10 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         exchange = EXCHANGE.get() if request.method == "POST" else None  # the GET stream and DELETE are the SDK's own
         if exchange is not None:
             exchange.session = "mcp-session-id" in request.headers
-            if exchange.authorization:
-                request.headers["Authorization"] = exchange.authorization
+            if exchange.credentials is not None:  # forwarded: the caller's, and none of the backend's own
+                for name in CREDENTIAL_HEADERS:
+                    request.headers.pop(name, None)
+                request.headers.update(exchange.credentials)
         try:
             response = await self.inner.handle_async_request(request)
         except httpx2.TransportError as exc:

@@ -22,7 +22,7 @@ backend that owns them and back unchanged (results and the server's JSON-RPC err
 from __future__ import annotations
 
 import base64
-import collections
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,10 +33,12 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.uri_template import UriTemplate
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from adapters.mcp import held, relay
+from adapters.mcp import codec, held, relay
 from adapters.mcp.tasks import Tasks
-from gateway.errors import GatewayError
-from gateway.model import Principal
+from gateway.auth import client_credentials
+from gateway.errors import ErrorKind, GatewayError
+from gateway.model import Call, CallContext, Principal, RequestKind, principal_name
+from gateway.ownership import OwnedEntries
 
 if TYPE_CHECKING:
     from adapters.mcp.backend import McpBackend
@@ -45,7 +47,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("toolplex.mcp")
 
 DEFAULT_LOG_LEVEL: Final = "debug"  # a handshake-era session that never set one hears everything, as directly
-MAX_SUBSCRIPTIONS: Final = 10_000  # (uri, session) pairs kept per endpoint; the oldest dropped beyond
+MAX_SUBSCRIPTIONS: Final = 10_000  # (uri, session) pairs kept per endpoint, each principal its share
+OWNERS_REFRESH_S: Final = 5.0  # how often an unknown prompt name or URI may list the upstreams again
 LISTED: Final = {
     "resources/list": "resources",
     "resources/templates/list": "resourceTemplates",
@@ -142,7 +145,12 @@ def decode_cursor(cursor: str | None) -> tuple[int, str | None]:
 
 
 def _unavailable(exc: GatewayError) -> MCPError:
-    return MCPError(types.INTERNAL_ERROR, exc.failure.message)
+    return codec.error_of(exc.failure)
+
+
+CALLER_KINDS: Final = frozenset(
+    {ErrorKind.RATE_LIMITED, ErrorKind.FORBIDDEN, ErrorKind.UNAUTHENTICATED, ErrorKind.MALFORMED, ErrorKind.TOO_LARGE}
+)  # the caller's own to fix: never read as "this backend is down" by a listing over several
 
 
 # ---- the pass-through ----
@@ -156,8 +164,12 @@ class Passthrough:
         self.prompts: dict[str, tuple[str, str]] = {}  # front name -> (backend, the server's own name)
         self.resources: dict[str, str] = {}  # uri -> backend
         self.templates: dict[str, tuple[str, UriTemplate]] = {}  # template -> (backend, parsed)
-        self.log_levels: collections.OrderedDict[str, str] = collections.OrderedDict()  # session id -> level
-        self.subscribed: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()  # (uri, session)
+        self.log_levels: dict[str, str] = {}  # session id -> level (forgotten with the session)
+        # (uri, session id) a session subscribed to, owned by the session's principal (its share of the bound).
+        self.subscribed: OwnedEntries[tuple[str, str], tuple[str, str]] = OwnedEntries(
+            max_entries=MAX_SUBSCRIPTIONS, shares=endpoint.services.shares, what="resource subscriptions"
+        )
+        self._walked: dict[tuple[str, tuple[str, ...]], float] = {}  # (method, backends) -> when last listed whole
         self.tasks = Tasks(self)  # the backends' tasks (io.modelcontextprotocol/tasks), relayed
 
     # ---- which backends ----
@@ -193,14 +205,54 @@ class Passthrough:
 
     async def set_logging_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
         """Handshake era: the level this session's relayed log lines start at (the front filters nothing
-        itself: the level goes upstream with each request, so the server sends no more than that)."""
+        itself: the level goes upstream with each request, so the server sends no more than that). Kept
+        while the session lives (`forget_session`), so it holds no more entries than there are sessions."""
         session = _session_id(ctx)
-        if session:
-            self.log_levels.pop(session, None)
+        if session and session in self.endpoint.manager.owners:
             self.log_levels[session] = params.level
-            while len(self.log_levels) > self.endpoint.settings.max_sessions:
-                self.log_levels.popitem(last=False)
         return types.EmptyResult()
+
+    def forget_session(self, session: str) -> None:
+        """A session ended: its log level and subscriptions go (the upstream hears of the last unsubscribe
+        at its next listen or subscription change)."""
+        self.log_levels.pop(session, None)
+        for owner, key, _ in list(self.subscribed.items()):
+            if key[1] == session:
+                self.subscribed.pop(owner, key)
+
+    # ---- through the pipeline ----
+
+    async def request(
+        self,
+        kind: RequestKind,
+        backend: McpBackend,
+        method: str,
+        params: dict[str, Any],
+        ctx: Ctx,
+        principal: Principal | None,
+        typed: Any = None,
+    ) -> dict[str, Any]:
+        """One request of the caller's to `backend` through the gateway's pipeline (its limits, middleware,
+        breaker, metrics and call log, and the credentials the backend sends for this caller); the upstream's
+        answer as it came, its own JSON-RPC error raised as it came (`MCPError`), the gateway's as
+        `GatewayError`."""
+        headers = getattr(ctx.request, "headers", None)
+        context = CallContext(
+            front="mcp",
+            principal=principal,
+            session_id=_session_id(ctx),
+            trace_id=None if ctx.request_id is None else str(ctx.request_id),
+            client_credentials=client_credentials(headers) if headers is not None else {},
+            peer=self.caller(ctx, typed),
+        )
+        call = Call(tool=method, arguments=params, context=context, kind=kind, backend=backend.name)
+        outcome = await self.endpoint.services.call(call)
+        if outcome.error is None:
+            return outcome.value  # type: ignore[no-any-return]
+        answered = context.notes.get("mcp_error")
+        if isinstance(answered, dict):  # the server's own answer
+            raise MCPError(answered["code"], answered["message"], answered.get("data"))
+        raise GatewayError(outcome.error)
 
     # ---- lists ----
 
@@ -212,9 +264,9 @@ class Passthrough:
         while index < len(backends):
             backend = backends[index]
             try:
-                page = await backend.pass_through(method, {"cursor": upstream}, self.caller(ctx))
+                page = await self.request(RequestKind.LIST, backend, method, {"cursor": upstream}, ctx, principal)
             except GatewayError as exc:
-                if len(backends) == 1:
+                if len(backends) == 1 or exc.failure.kind in CALLER_KINDS:
                     raise _unavailable(exc) from None
                 log.warning("mcp_listing_skipped", backend=backend.name, method=method, error=exc.failure.message)
                 page = {key: []}
@@ -283,13 +335,25 @@ class Passthrough:
         return None
 
     async def _list_all(self, ctx: Ctx, principal: Principal | None, method: str) -> None:
-        """Every page of `method` once (bounded by each backend's max_pages), to learn who owns what."""
+        """Every page of `method` once (bounded by each backend's max_pages), to learn who owns what: at most
+        once per `OWNERS_REFRESH_S` for the same backends, so names nobody has (a client guessing) cost the
+        upstreams nothing more. Each page is the caller's own request (its rate limits apply)."""
+        backends = self.backends(principal)
+        walked = (method, tuple(b.name for b in backends))
+        now = time.monotonic()
+        if now - self._walked.get(walked, float("-inf")) < OWNERS_REFRESH_S:
+            return
+        self._walked[walked] = now
         cursor: str | None = None
-        for _ in range(sum(b.settings.max_pages for b in self.backends(principal)) + 1):
+        for _ in range(sum(b.settings.max_pages for b in backends) + 1):
             page = await self.listing(ctx, principal, method, cursor)
             cursor = page.get("nextCursor")
             if cursor is None:
                 return
+
+    def relisted(self) -> None:
+        """A server said its prompts or resources changed: the next unknown name looks again at once."""
+        self._walked.clear()
 
     # ---- requests ----
 
@@ -297,12 +361,16 @@ class Passthrough:
         uri = str(params.uri)
         backend = await self._resource_owner(ctx, principal, uri)
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return await self._relay(backend, "resources/read", {**wire, "uri": uri}, ctx, params, principal)
+        return await self._relay(
+            RequestKind.READ, backend, "resources/read", {**wire, "uri": uri}, ctx, params, principal
+        )
 
     async def get_prompt(self, ctx: Ctx, principal: Principal | None, params: types.GetPromptRequestParams) -> Any:
         backend, own = await self._prompt_owner(ctx, principal, params.name)
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return await self._relay(backend, "prompts/get", {**wire, "name": own}, ctx, params, principal)
+        return await self._relay(
+            RequestKind.PROMPT, backend, "prompts/get", {**wire, "name": own}, ctx, params, principal
+        )
 
     async def complete(self, ctx: Ctx, principal: Principal | None, params: types.CompleteRequestParams) -> Any:
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -319,37 +387,37 @@ class Passthrough:
             if found is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown resource template: {template}")
             backend = found
-        return await self._relay(backend, "completion/complete", wire, ctx, params)
+        return await self._relay(RequestKind.COMPLETE, backend, "completion/complete", wire, ctx, params, principal)
 
     async def subscribe(self, ctx: Ctx, principal: Principal | None, uri: str, subscribe: bool) -> types.EmptyResult:
         """Handshake era: remember the session's interest; the upstream hears of the first and the last one."""
         session = _session_id(ctx)
+        owner = principal_name(principal)
         backend = await self._resource_owner(ctx, principal, uri)
-        others = any(u == uri and s != session for u, s in self.subscribed)
+        others = any(u == uri and s != session for _, (u, s), _ in self.subscribed.items())
         backend.listen(self.notice)  # kept once, however often asked
-        if backend.era == "modern":
+        if backend.era == "modern" and subscribe and self._owner_of(uri) is None:
             # A 2026-07-28 server has no resources/subscribe: the URI is checked here, and the backend's
-            # listen stream asks for its updates (`McpBackend.watch`).
-            if subscribe and self._owner_of(uri) is None:
-                await self._list_all(ctx, principal, "resources/list")
-                await self._list_all(ctx, principal, "resources/templates/list")
-                if self._owner_of(uri) is None:
-                    raise MCPError(types.INVALID_PARAMS, "Resource not found", data={"uri": uri})
-            if not others:
-                await backend.watch(uri, subscribe)
-        elif not others:
+            # listen stream asks for its updates (`McpBackend.operate`, `watch`).
+            await self._list_all(ctx, principal, "resources/list")
+            await self._list_all(ctx, principal, "resources/templates/list")
+            if self._owner_of(uri) is None:
+                raise MCPError(types.INVALID_PARAMS, "Resource not found", data={"uri": uri})
+        if not others:
             method = "resources/subscribe" if subscribe else "resources/unsubscribe"
-            await self._relay(backend, method, {"uri": uri}, ctx)
+            await self._relay(RequestKind.SUBSCRIBE, backend, method, {"uri": uri}, ctx, None, principal)
         if session:
-            self.subscribed.pop((uri, session), None)
+            self.subscribed.pop(owner, (uri, session))
             if subscribe:
-                self.subscribed[(uri, session)] = None
-                while len(self.subscribed) > MAX_SUBSCRIPTIONS:
-                    self.subscribed.popitem(last=False)
+                try:
+                    self.subscribed.put(owner, (uri, session), (uri, session))
+                except GatewayError as exc:  # every principal's share of subscriptions is full
+                    raise _unavailable(exc) from None
         return types.EmptyResult()
 
     async def _relay(
         self,
+        kind: RequestKind,
         backend: McpBackend,
         method: str,
         params: dict[str, Any],
@@ -357,15 +425,14 @@ class Passthrough:
         typed: Any = None,
         principal: Principal | None = None,
     ) -> dict[str, Any]:
-        caller = self.caller(ctx, typed)
+        caller_state = getattr(typed, "request_state", None)
         try:
-            answer = await backend.pass_through(method, params, caller, principal)
+            answer = await self.request(kind, backend, method, params, ctx, principal, typed)
         except GatewayError as exc:
             raise _unavailable(exc) from None
         # A request held for this caller's answers (`held`): where it is held, and where it no longer is.
         token = answer.get("requestState") if answer.get("resultType") == "input_required" else None
-        sent = caller.request_state
-        over = sent if held.is_held(sent) and sent != token else None
+        over = caller_state if held.is_held(caller_state) and caller_state != token else None
         if held.is_held(token) or over is not None:
             await held.record(self.endpoint, token, over, principal, backend.settings.answer_timeout_s)
         return answer
@@ -377,8 +444,10 @@ class Passthrough:
         sessions = self.endpoint.live_sessions()
         if isinstance(notice, types.ResourceUpdatedNotification):
             uri = str(notice.params.uri)
-            targets = [sessions[s] for u, s in list(self.subscribed) if u == uri and s in sessions]
+            targets = [sessions[s] for _, (u, s), _ in self.subscribed.items() if u == uri and s in sessions]
         else:
+            if isinstance(notice, types.ResourceListChangedNotification | types.PromptListChangedNotification):
+                self.relisted()
             targets = list(sessions.values())
         for session in targets:
             try:

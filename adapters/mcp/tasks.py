@@ -41,9 +41,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from adapters.mcp import relay
+from adapters.mcp import codec, relay
 from gateway.errors import ErrorKind, GatewayError
-from gateway.model import Principal, principal_name
+from gateway.model import Principal, RequestKind, principal_name
 
 if TYPE_CHECKING:
     from adapters.mcp.backend import McpBackend
@@ -262,10 +262,11 @@ class Tasks:
             raise unknown(token)
         upstream_id = opened[1]
         sent = params.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude={"meta"})
+        params = {**sent, "taskId": upstream_id}
         try:
-            answer = await backend.pass_through(method, {**sent, "taskId": upstream_id}, self.passthrough.caller(ctx))
+            answer = await self.passthrough.request(RequestKind.TASK, backend, method, params, ctx, principal)
         except GatewayError as exc:
-            raise MCPError(types.INTERNAL_ERROR, exc.failure.message) from None
+            raise codec.error_of(exc.failure) from None
         except MCPError as exc:  # the upstream's own error, but for the id
             message = exc.error.message.replace(upstream_id, token)
             raise MCPError(exc.error.code, message, _renamed(exc.error.data, upstream_id, token)) from None

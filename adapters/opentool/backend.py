@@ -108,7 +108,7 @@ class OpenToolBackend(BaseBackend):
         return self.credentials.own()
 
     def _headers(self, context: CallContext) -> dict[str, str]:
-        return self.credentials.for_call(context.client_authorization)
+        return self.credentials.for_call(context)
 
     async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
         function: Function = spec.binding

@@ -12,6 +12,7 @@ from starlette.routing import BaseRoute, Route
 
 from adapters.opentool import codec
 from adapters.opentool.document import build_document
+from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import (
     browser_form_content_type,
@@ -110,7 +111,7 @@ class OpenToolFront:
             front=FRONT,
             principal=principal,
             trace_id=body["id"],
-            client_authorization=request.headers.get("authorization"),
+            client_credentials=client_credentials(request.headers),
         )
         return Call(tool=method, arguments=params, context=context), body["id"]
 

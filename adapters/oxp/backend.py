@@ -73,11 +73,7 @@ class OxpBackend(BaseBackend):
     def _headers(self, context: CallContext | None = None) -> dict[str, str]:
         headers = {codec.VERSION_HEADER: codec.OXP_VERSION}
         if context is not None and self.credentials.forward_authorization:
-            # The client's own credentials replace the backend's; without them, nothing is sent
-            # (unlike `Credentials.for_call`, which falls back to the backend's own key).
-            if context.client_authorization:
-                headers["Authorization"] = context.client_authorization
-            return headers
+            return {**headers, **self.credentials.for_call(context)}  # the client's own, none of the backend's
         return {**headers, **self._credentials()}
 
     # ---- discovery ----

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Route
 
 from adapters.oxp import codec
 from gateway import tracing
+from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import (
     browser_form_content_type,
@@ -125,7 +126,7 @@ class OxpFront:
                     user_id=parsed.user_id,
                     secrets=parsed.secrets,
                     authorization=parsed.authorization,
-                    client_authorization=request.headers.get("authorization"),
+                    client_credentials=client_credentials(request.headers),
                 ),
             )
             fp = codec.fingerprint(parsed.raw_tool_id, parsed.input, parsed.user_id)

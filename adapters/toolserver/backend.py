@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import orjson
@@ -35,12 +35,13 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from adapters.toolserver import codec
-from adapters.toolserver.nodes import SHARED, Continuation, Continuations, NodeSession, NodeSessions
+from adapters.toolserver.nodes import GATEWAY_NODE, Continuation, Continuations, NodeKey, NodeSession, NodeSessions
 from adapters.toolserver.settings import ToolServerBackendSettings
 from gateway.backends import BackendContext, BaseBackend, Feature
 from gateway.catalog import validate_spec
 from gateway.errors import ErrorKind, GatewayError
-from gateway.model import CallContext, ToolSpec, principal_name
+from gateway.model import CallContext, RequestKind, ToolSpec, principal_name
+from gateway.ownership import StoreFull
 from gateway.routing import apply_routing
 from gateway.upstream import Credentials, Upstream, UpstreamSettings, failure_for_status, json_of
 
@@ -56,6 +57,7 @@ RELAY_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 RELEASE_TIMEOUT_S = 2.0
+FILE_PATHS = ("/upload_file", "/download_file", "/get_workspace_structure", "/download_workspace")
 MAX_FOLLOW_PAUSE_S = 3.0  # the XAgent client's own pause between retries
 SCHEMA_BATCH = 500
 LISTING_KEYS = ("available_tools", "tools_json")
@@ -113,9 +115,10 @@ def _text(detail: Any) -> str:
 class ToolServerBackend(BaseBackend):
     """One ToolServerNode upstream: its node sessions, its 450 continuations and its workspace passthrough."""
 
-    # Node sessions released with the front's (SESSIONS), the session's files upstream (WORKSPACES),
-    # and the node's own env descriptions for the front's listings (ENV_DESCRIPTIONS).
+    # Node sessions released with the front's (SESSIONS), the session's files upstream (WORKSPACES, served as
+    # FILE requests through the pipeline), and the node's own env descriptions for the front's listings.
     features = frozenset({Feature.SESSIONS, Feature.WORKSPACES, Feature.ENV_DESCRIPTIONS})
+    operations = frozenset({RequestKind.FILE})
 
     def __init__(self, settings: ToolServerBackendSettings, context: BackendContext) -> None:
         self.name = settings.name
@@ -128,8 +131,8 @@ class ToolServerBackend(BaseBackend):
         self.sessionless = settings.sessions == "none"  # a bare node: no cookies at all (also set when detected)
         self.env_descriptions: dict[str, str] = {}  # the upstream's env descriptions, for the front's listings
         self.credentials = Credentials.of(settings.api_key, settings)
-        self.sessions = NodeSessions(settings.max_sessions, settings.session_idle_s)
-        self.continuations = Continuations(settings.max_sessions * 10, settings.session_idle_s)
+        self.sessions = NodeSessions(settings.max_sessions, settings.session_idle_s, context.shares)
+        self.continuations = Continuations(settings.max_sessions * 10, settings.session_idle_s, context.shares)
         self.follow_max_calls = settings.follow_max_calls
         self.follow_backoff_s = settings.follow_backoff_s
         self.gateway_names: dict[str, str] = {}  # upstream tool name -> its gateway flat name
@@ -138,18 +141,23 @@ class ToolServerBackend(BaseBackend):
 
     # ---- sessions ----
 
-    def _key(self, session_key: str | None) -> str:
-        """The upstream session of a front session (its `CallContext.session_key`)."""
-        return session_key if (self.per_session and not self.sessionless and session_key) else SHARED
+    def _key(self, context: CallContext | None) -> NodeKey:
+        """The upstream session of a caller: its front session's (`CallContext.session_key`), else its
+        principal's own default one; the gateway's one node session when the backend shares it
+        (`sessions: shared`, a bare node) or for the gateway's own requests (discovery)."""
+        if context is None or not self.per_session or self.sessionless:
+            return GATEWAY_NODE
+        owner = principal_name(context.principal)
+        return NodeKey(owner, context.session_key or f"default/{owner}")
 
     @staticmethod
     def _owner(context: CallContext) -> str:
         """Who may continue an upstream 450: the caller's session, or its principal's calls without one."""
         return context.session_key or f"{context.front}/{principal_name(context.principal)}/"
 
-    def _headers(self, node: NodeSession, authorization: str | None = None) -> dict[str, str]:
-        """The node session's cookie, and the client's Authorization (forwarded) or the backend's key."""
-        headers = self.credentials.for_call(authorization)
+    def _headers(self, node: NodeSession, context: CallContext | None = None) -> dict[str, str]:
+        """The node session's cookie, and the client's credentials (forwarded) or the backend's key."""
+        headers = self.credentials.for_call(context) if context is not None else self.credentials.own()
         if node.node_id is not None:
             headers["Cookie"] = f"{COOKIE}={node.node_id}"
         return headers
@@ -178,8 +186,13 @@ class ToolServerBackend(BaseBackend):
             raise GatewayError(failure) if failure else self.upstream.unavailable("/get_cookie failed")
         return _node_id_of(response)  # a node without sessions sets none: tolerated
 
-    async def _node(self, key: str, deadline: float) -> NodeSession:
-        node, evicted = self.sessions.get(key)
+    async def _node(self, key: NodeKey, deadline: float) -> NodeSession:
+        try:
+            node, evicted = self.sessions.get(key)
+        except StoreFull as refused:  # every session is another principal's: this caller waits its turn
+            for old in refused.dropped:
+                self._release_later(cast(NodeSession, old))
+            raise
         for old in evicted:
             self._release_later(old)
         if not node.ready:
@@ -197,11 +210,11 @@ class ToolServerBackend(BaseBackend):
 
     async def _send(
         self,
-        key: str,
+        key: NodeKey,
         path: str,
         *,
         deadline: float,
-        authorization: str | None = None,
+        context: CallContext | None = None,
         headers: dict[str, str] | None = None,
         idempotent: bool = False,
         expect_json: bool = True,
@@ -223,7 +236,7 @@ class ToolServerBackend(BaseBackend):
                 deadline=deadline,
                 idempotent=idempotent,
                 expect_json=expect_json,
-                headers={**(headers or {}), **self._headers(node, authorization)},
+                headers={**(headers or {}), **self._headers(node, context)},
                 **kwargs,
             )
             detail = _detail(response) if response.status_code == 403 else None
@@ -233,14 +246,14 @@ class ToolServerBackend(BaseBackend):
                 await self._renew(node, stale, deadline)
         raise self.upstream.unavailable("it refused a freshly issued node_id (403 invalid node_id)")
 
-    async def release_session(self, session_key: str) -> None:
-        """The front session (its `CallContext.session_key`) ended: release its upstream node session too."""
+    async def release_session(self, owner: str, session_key: str) -> None:
+        """The front session of `owner` (its `CallContext.session_key`) ended: release its upstream node session."""
         if not session_key:
             return
         self.continuations.forget_session(session_key)
         if not self.per_session or self.sessionless:
             return  # the shared session outlives every front session
-        node = self.sessions.pop(session_key)
+        node = self.sessions.pop(NodeKey(owner, session_key))
         if node is not None:
             await self._release(node)
 
@@ -266,7 +279,7 @@ class ToolServerBackend(BaseBackend):
         return time.monotonic() + self.upstream.settings.total_timeout_s
 
     async def _listing(self, path: str, body: Any, deadline: float) -> Any:
-        response = await self._send(SHARED, path, json=body, deadline=deadline, idempotent=True)
+        response = await self._send(GATEWAY_NODE, path, json=body, deadline=deadline, idempotent=True)
         if response.status_code != 200:
             raise self.upstream.unavailable(f"{path} answered HTTP {response.status_code}")
         return json_of(self.upstream, response)
@@ -407,11 +420,13 @@ class ToolServerBackend(BaseBackend):
     # ---- calls ----
 
     async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
-        key = self._key(context.session_key)
+        key = self._key(context)
         owner = self._owner(context)
         deadline = context.deadline if context.deadline is not None else self._deadline()
         if isinstance(spec.binding, Relay):
-            continuation = self.continuations.take(str(arguments.get("continuation")), owner)
+            continuation = self.continuations.take(
+                str(arguments.get("continuation")), principal_name(context.principal), owner
+            )
             if continuation is None:
                 raise GatewayError.of(
                     ErrorKind.NOT_FOUND,
@@ -440,12 +455,10 @@ class ToolServerBackend(BaseBackend):
         return self._result(response, tool, forwarded=self.credentials.forward_authorization)
 
     async def _execute(
-        self, key: str, tool: str, arguments: dict[str, Any], context: CallContext, deadline: float
+        self, key: NodeKey, tool: str, arguments: dict[str, Any], context: CallContext, deadline: float
     ) -> httpx.Response:
         body = {"tool_name": tool, "arguments": arguments}
-        return await self._send(
-            key, "/execute_tool", json=body, deadline=deadline, authorization=context.client_authorization
-        )
+        return await self._send(key, "/execute_tool", json=body, deadline=deadline, context=context)
 
     def _next_calling(self, response: httpx.Response) -> tuple[str, dict[str, Any]]:
         detail = _detail(response)
@@ -458,7 +471,7 @@ class ToolServerBackend(BaseBackend):
             raise self.upstream.unavailable("it answered 450 without a 'retry' detail naming next_calling")
         return detail["next_calling"], detail.get("arguments") or {}
 
-    def _pending(self, key: str, owner: str, tool: str, arguments: dict[str, Any]) -> GatewayError | None:
+    def _pending(self, key: NodeKey, owner: str, tool: str, arguments: dict[str, Any]) -> GatewayError | None:
         """The 450 for the ToolServerNode front, `next_calling` in the gateway's names; None when it has none."""
         name = self.gateway_names.get(tool)
         if name is None:
@@ -510,30 +523,26 @@ class ToolServerBackend(BaseBackend):
 
     # ---- file passthrough (the front's /upload_file, /download_file, workspace endpoints) ----
 
-    async def forward(
-        self,
-        session_key: str | None,
-        path: str,
-        body: Callable[[], Any],
-        size: int,
-        content_type: str | None,
-        authorization: str | None = None,
+    async def operate(
+        self, kind: str, operation: str, params: dict[str, Any], context: CallContext, payload: Any = None
     ) -> httpx.Response:
-        """Send one workspace request as it came, to the node of the front session (its `session_key`).
-
-        `body` gives the request body afresh for each attempt. The answers are files as often
-        as JSON: a valid non-JSON answer is no fault of the upstream (`expect_json=False`).
-        """
-        headers = {"Content-Length": str(size)}
-        if content_type:
-            headers["Content-Type"] = content_type
+        """One workspace request (`RequestKind.FILE`, after the pipeline's policy), sent as it came to the
+        caller's own node session (`_key`): `operation` is the path, `params` its `content_type` and `size`,
+        `payload` gives the body afresh for each attempt. The answers are files as often as JSON: a valid
+        non-JSON answer is no fault of the upstream (`expect_json=False`)."""
+        if kind != RequestKind.FILE or operation not in FILE_PATHS:
+            raise GatewayError.of(ErrorKind.MALFORMED, f"{operation} is not a workspace request of this backend")
+        headers = {"Content-Length": str(int(params.get("size") or 0))}
+        if params.get("content_type"):
+            headers["Content-Type"] = str(params["content_type"])
+        deadline = context.deadline if context.deadline is not None else self._deadline()
         response = await self._send(
-            self._key(session_key),
-            path,
-            body=body,
+            self._key(context),
+            operation,
+            body=payload,
             headers=headers,
-            deadline=self._deadline(),
-            authorization=authorization,
+            deadline=deadline,
+            context=context,
             expect_json=False,
         )
         if response.status_code in (502, 503, 504):

@@ -24,6 +24,7 @@ import re
 import secrets
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import structlog
@@ -33,7 +34,8 @@ from starlette.routing import BaseRoute, Route
 
 from adapters.toolserver import codec, shapes, workspace
 from adapters.toolserver.settings import ToolServerFrontSettings
-from gateway.backends import Backend, EnvDescriptions, Feature, SessionBackend, WorkspaceBackend
+from gateway.auth import client_credentials
+from gateway.backends import Backend, EnvDescriptions, Feature, SessionBackend
 from gateway.background import BackgroundTasks
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
 from gateway.http import (
@@ -45,7 +47,8 @@ from gateway.http import (
     unsupported_media,
 )
 from gateway.idempotency import encode_outcome, replay_outcome
-from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, principal_name
+from gateway.model import Call, CallContext, Outcome, Principal, RequestKind, ToolSpec, principal_name
+from gateway.ownership import owned_key
 from gateway.runs import Run
 from gateway.sessions import Session
 from gateway.workspaces import key_for
@@ -59,7 +62,7 @@ COOKIE = "node_id"
 COLLECT_TOOL = "Toolplex_collect_result"  # served here, never listed
 COLLECT_NAMES = frozenset({COLLECT_TOOL, "Toolplex.collect_result"})
 HANDLE_PATTERN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
-HANDLE_PREFIX = "toolserver:handle:"
+HANDLE_SPACE = "toolserver"  # state store: owned_key(it, principal, "handle:" + handle) -> the handle's record
 SHOWN_ID_LIMIT = 128
 # Passed through to the upstream node of the caller's session (the `toolserver` backend).
 WORKSPACE_PATHS = ("upload_file", "download_file", "get_workspace_structure", "download_workspace")
@@ -67,6 +70,14 @@ PASSED_HEADERS = ("content-type", "content-disposition")
 EXTENSION = "x-toolplex"  # what the node's listing format lacks, for a Toolplex on the other side
 MULTIPART_OVERHEAD = 1024 * 1024  # room for part headers around an upload of max_upload_bytes
 SPOOL_CHUNK = 256 * 1024
+# The canonical kind of a workspace answer the front gives itself (its status), for the call log and metrics.
+STATUS_KINDS = {
+    403: ErrorKind.FORBIDDEN,
+    404: ErrorKind.NOT_FOUND,
+    413: ErrorKind.TOO_LARGE,
+    415: ErrorKind.MALFORMED,
+    422: ErrorKind.INVALID_ARGUMENTS,
+}
 
 log = structlog.get_logger("toolplex.toolserver")
 
@@ -90,6 +101,16 @@ class _Forward(Exception):
         super().__init__(url)
         self.url = url
         self.body = body  # the body already read here, when it was
+
+
+@dataclass
+class _Collected:
+    """What collecting a handle came to: the call's outcome, a retry later (none), or another replica's URL."""
+
+    outcome: Outcome | None = None
+    tool: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    forward: str | None = None
 
 
 class _Caller:
@@ -160,7 +181,7 @@ class ToolServerFront:
             raise _Answer(403, _invalid_node(node_id))
         session = await self._at_home(request, session)
         caller = _Caller(principal, session)
-        self.services.workspaces.touch(str(caller.session_key))  # the workspace lives as long as its session
+        self.services.workspaces.touch(key_for(caller.context()))  # the workspace lives as long as its session
         return caller
 
     async def _at_home(self, request: Request, session: Session) -> Session:
@@ -355,7 +376,7 @@ class ToolServerFront:
                 name = f"{wanted.env_name}_{name}"
         if name in COLLECT_NAMES:
             return await self._collect(request, wanted.arguments, caller)
-        context = caller.context(client_authorization=request.headers.get("authorization"))
+        context = caller.context(client_credentials=client_credentials(request.headers))
         name, _, version = name.partition("@")  # `Name@x.y.z`: a Toolplex on the other side asks for a version
         call = Call(tool=name, arguments=wanted.arguments, context=context, version=version or None)
         handle = secrets.token_urlsafe(32)
@@ -365,63 +386,86 @@ class ToolServerFront:
             raise _Answer(codec.status_of(exc.failure), codec.failure_detail(exc.failure)) from None
         outcome = await self.services.runs.wait(run, self.patience)
         if outcome is None:
-            key = HANDLE_PREFIX + handle
+            key = self._handle_key(caller, handle)
             record = {"owner": caller.owner, "tool": name, "replica": self.services.replicas.id}
             await self.services.store.set(key, record, self.retention)
-            if caller.session_id is not None:
-                await self.sessions.own(caller.session_id, key)
+            if caller.session is not None:
+                await self.sessions.own(caller.session, key)
             run.task.add_done_callback(lambda _task: _BACKGROUND.spawn(self._settle(key, record, handle, run)))
             return self._retry(handle)
         self.services.runs.forget(handle)
         return self._render(outcome, name, wanted.arguments)
 
+    def _handle_key(self, caller: _Caller, handle: str) -> str:
+        """The store key of a result handle: its principal's own (another principal's lookup finds nothing)."""
+        return owned_key(HANDLE_SPACE, principal_name(caller.principal), "handle:" + handle)
+
     async def _collect(self, request: Request, arguments: dict[str, Any], caller: _Caller) -> Response:
+        """Collect a result handle: a request of the caller's own through the pipeline (`RequestKind.COLLECT`:
+        its limits, middleware, metrics and call log); a handle that is not this session's is answered
+        exactly as one that never existed."""
         handle = shapes.collect_arguments(arguments)
         gone = f"The result handle {_shown(handle)} is unknown, expired or already collected"
+
+        async def collect(_context: CallContext) -> _Collected:
+            return await self._collected(request, handle, gone, caller)
+
+        call = Call(tool="collect", arguments={}, context=caller.context(), kind=RequestKind.COLLECT, run=collect)
+        outcome = await self.services.call(call)
+        if outcome.error is not None:
+            if outcome.error.kind == ErrorKind.NOT_FOUND:
+                raise _Answer(404, gone)
+            return self._failure(outcome.error)
+        collected: _Collected = outcome.value
+        if collected.forward is not None:
+            raise _Forward(collected.forward, body=getattr(request.state, "raw_body", None))
+        if collected.outcome is None:
+            return self._retry(handle)
+        return self._render(collected.outcome, collected.tool, collected.arguments)
+
+    async def _collected(self, request: Request, handle: str, gone: str, caller: _Caller) -> _Collected:
         if not HANDLE_PATTERN.match(handle):
-            raise _Answer(404, gone)
-        key = HANDLE_PREFIX + handle
+            raise GatewayError.of(ErrorKind.NOT_FOUND, gone)
+        key = self._handle_key(caller, handle)
         record = await self.services.store.get(key)
-        if record is None:
-            raise _Answer(404, gone)
-        if record.get("owner") != caller.owner:
-            raise _Answer(403, "This result handle belongs to another session")
+        if record is None or record.get("owner") != caller.owner:  # another session's: as unknown
+            raise GatewayError.of(ErrorKind.NOT_FOUND, gone)
+        tool = str(record.get("tool"))
         if "outcome" in record:  # finished, here or in another replica, maybe before a restart
             self.services.runs.forget(handle)
             await self._drop_handle(key, caller)
-            outcome = replay_outcome(handle, record["outcome"])
-            return self._render(outcome, str(record.get("tool")), record.get("arguments"))
+            return _Collected(replay_outcome(handle, record["outcome"]), tool, record.get("arguments") or {})
         run = self.services.runs.get(handle)
         if run is None:
-            await self._elsewhere(request, record)
+            url = await self._elsewhere(request, record)
+            if url is not None:
+                return _Collected(forward=url)
             await self._drop_handle(key, caller)
-            raise _Answer(404, gone)
+            raise GatewayError.of(ErrorKind.NOT_FOUND, gone)
         outcome = await self.services.runs.wait(run, self.patience)
         if outcome is None:
             await self.services.store.touch(key, self.retention)
-            return self._retry(handle)
+            return _Collected()
         if self.services.runs.get(handle) is not run:  # a concurrent collect took it first
-            raise _Answer(404, gone)
+            raise GatewayError.of(ErrorKind.NOT_FOUND, gone)
         self.services.runs.forget(handle)
         await self._drop_handle(key, caller)
-        return self._render(outcome, str(record.get("tool")), run.call.arguments)
+        return _Collected(outcome, tool, run.call.arguments)
 
-    async def _elsewhere(self, request: Request, record: dict[str, Any]) -> None:
-        """A call running in another replica: forward the collect there, or say that replica was lost."""
+    async def _elsewhere(self, request: Request, record: dict[str, Any]) -> str | None:
+        """A call running in another replica: the URL to forward the collect to; None when it runs here (or
+        this request was forwarded already); that replica's loss is the caller's error."""
         replica = record.get("replica")
         if self.services.replicas.is_self(replica) or self.services.forwarder.forwarded(request):
-            return
+            return None
         url = await self.services.forwarder.owner_url(replica)
         if url is not None:
-            raise _Forward(url, body=getattr(request.state, "raw_body", None))
-        lost = Failure(
-            kind=ErrorKind.INTERNAL,
-            message=(
-                "The gateway replica running this call was lost before the call finished; "
-                "it was not run again: call the tool again to start a new run"
-            ),
+            return url
+        raise GatewayError.of(
+            ErrorKind.INTERNAL,
+            "The gateway replica running this call was lost before the call finished; "
+            "it was not run again: call the tool again to start a new run",
         )
-        raise _Answer(codec.status_of(lost), codec.failure_detail(lost))
 
     async def _settle(self, key: str, record: dict[str, Any], handle: str, run: Run) -> None:
         """Keep a finished, uncollected result in the store: any replica, even after a restart, hands it out."""
@@ -437,8 +481,8 @@ class ToolServerFront:
 
     async def _drop_handle(self, key: str, caller: _Caller) -> None:
         await self.services.store.delete(key)
-        if caller.session_id is not None:
-            await self.sessions.disown(caller.session_id, key)
+        if caller.session is not None:
+            await self.sessions.disown(caller.session, key)
 
     @staticmethod
     def _retry(handle: str) -> Response:
@@ -481,31 +525,58 @@ class ToolServerFront:
             return json_response(_invalid_node(node_id))
         self.services.runs.cancel_owned_by(session.id)
         for key in session.owned:
-            if key.startswith(HANDLE_PREFIX):
-                self.services.runs.forget(key.removeprefix(HANDLE_PREFIX))
+            if key.startswith(HANDLE_SPACE + ":") and ":handle:" in key:
+                self.services.runs.forget(key.rsplit(":handle:", 1)[1])
         released = _Caller(caller.principal, session)
-        await self._release_upstream(str(released.session_key))
-        self.services.workspaces.release(str(released.session_key))
+        await self._release_upstream(principal_name(caller.principal), str(released.session_key))
+        self.services.workspaces.release(key_for(released.context()))
         response = json_response(f"Release session: {session.id}")
         response.delete_cookie(COOKIE, path=self.prefix or "/", httponly=True, samesite="lax")
         return response
 
-    async def _release_upstream(self, session_key: str) -> None:
+    async def _release_upstream(self, owner: str, session_key: str) -> None:
         """Backends that hold upstream sessions per front session (Feature.SESSIONS) let theirs go too."""
         for backend in self.services.backends_with(Feature.SESSIONS):
             try:
-                await cast(SessionBackend, backend).release_session(session_key)
+                await cast(SessionBackend, backend).release_session(owner, session_key)
             except Exception:  # releasing is a courtesy to the upstream; the client's release succeeded
                 log.exception("upstream_release_failed", backend=backend.name)
 
     # ---- workspaces: the session's own, or passed through to its upstream node ----
 
-    def _workspace(self) -> WorkspaceBackend:
-        """The backend whose node holds the session's files; it must serve workspaces (Feature.WORKSPACES)."""
-        backend = self.services.backend(self.workspace_backend or "")
-        if backend is None or Feature.WORKSPACES not in backend.features:
-            raise _Answer(503, f"The workspace backend {self.workspace_backend!r} is not running")
-        return cast(WorkspaceBackend, backend)
+    async def _file_request(
+        self, caller: _Caller, path: str, *, backend: str | None = None, run: Any = None, **request: Any
+    ) -> Any:
+        """One workspace request through the pipeline (`RequestKind.FILE`: the caller's limits, middleware,
+        metrics, call log): to the workspace backend's node, or the gateway's own workspace (`run`). A file
+        may take long to move: its deadline is the longest a call may have (`limits.max_timeout_s`)."""
+        answered: list[BaseException] = []
+
+        async def serve(context: CallContext) -> Any:
+            try:
+                return await run(context)
+            except (_Answer, workspace.WorkspaceAnswer, shapes.BadRequest) as answer:
+                answered.append(answer)  # answered as it is, below; the pipeline records its kind
+                status = getattr(answer, "status", 422)
+                raise GatewayError.of(STATUS_KINDS.get(status, ErrorKind.MALFORMED), str(answer)) from None
+
+        context = caller.context(client_credentials=client_credentials(request.pop("headers", {})))
+        call = Call(
+            tool=path,
+            arguments=request.pop("params", {}),
+            context=context,
+            timeout=float(self.services.limits.max_timeout_s),
+            kind=RequestKind.FILE,
+            backend=backend,
+            payload=request.pop("payload", None),
+            run=serve if run is not None else None,
+        )
+        outcome = await self.services.call(call)
+        if answered:
+            raise answered[0]
+        if outcome.error is not None:
+            raise _Answer(codec.status_of(outcome.error), outcome.error.message)
+        return outcome.value
 
     def _local(self, path: str) -> Handler:
         """The gateway's own workspace of the caller's session (no toolserver upstream holds the files)."""
@@ -513,38 +584,40 @@ class ToolServerFront:
         async def serve(request: Request, caller: _Caller) -> Response:
             spaces = self.services.workspaces
             key = key_for(caller.context())
-            if path == "upload_file":
-                return await workspace.upload(request, spaces, key, self.max_upload_bytes)
-            if path == "download_file":
-                return workspace.download(await self._body(request), spaces, key)
-            await self._no_parameters(request)
-            # Zipping or walking a workspace touches up to its whole size on disk: off the event loop.
-            if path == "download_workspace":
-                return await asyncio.to_thread(workspace.archive, spaces, key)
-            return await asyncio.to_thread(workspace.structure, spaces, key)
+
+            async def run(_context: CallContext) -> Response:
+                if path == "upload_file":
+                    return await workspace.upload(request, spaces, key, self.max_upload_bytes)
+                if path == "download_file":
+                    return workspace.download(await self._body(request), spaces, key)
+                await self._no_parameters(request)
+                # Zipping or walking a workspace touches up to its whole size on disk: off the event loop.
+                if path == "download_workspace":
+                    return await asyncio.to_thread(workspace.archive, spaces, key)
+                return await asyncio.to_thread(workspace.structure, spaces, key)
+
+            return cast(Response, await self._file_request(caller, f"/{path}", run=run, headers=request.headers))
 
         return serve
 
     def _passthrough(self, path: str) -> Handler:
         async def forward(request: Request, caller: _Caller) -> Response:
-            backend = self._workspace()
+            if self.services.backend(self.workspace_backend or "") is None:
+                raise _Answer(503, f"The workspace backend {self.workspace_backend!r} is not running")
             limit = (
                 self.max_upload_bytes + MULTIPART_OVERHEAD
                 if path == "/upload_file"
                 else self.services.limits.max_body_bytes
             )
             async with _spooled(request, limit) as (body, size):
-                try:
-                    answer = await backend.forward(
-                        caller.session_key,
-                        path,
-                        body,
-                        size,
-                        request.headers.get("content-type"),
-                        request.headers.get("authorization"),  # sent on only with forward_authorization
-                    )
-                except GatewayError as exc:
-                    raise _Answer(codec.status_of(exc.failure), exc.failure.message) from None
+                answer = await self._file_request(
+                    caller,
+                    path,
+                    backend=self.workspace_backend,
+                    params={"content_type": request.headers.get("content-type"), "size": size},
+                    payload=body,
+                    headers=request.headers,  # sent on only with forward_authorization
+                )
             headers = {k: answer.headers[k] for k in PASSED_HEADERS if k in answer.headers}
             return Response(answer.content, status_code=answer.status_code, headers=headers)
 

@@ -1,9 +1,12 @@
 """Bookkeeping of the `toolserver` backend: upstream node sessions and pending continuations.
 
-A node keeps state per `node_id` (a workspace, running shells), so the backend
-holds one upstream session per front session. Both maps are bounded and forget
-idle entries; what falls out of the session map is handed back so the backend
-can release it upstream.
+A node keeps state per `node_id` (a workspace, running shells), so the backend holds one upstream
+session per front session, and one per principal for its calls without a front session: nothing of a
+node is shared between two principals unless the backend is configured so (`sessions: shared`, or a bare
+node, which has one workspace for everybody). Both maps belong to their principals (`gateway.ownership`):
+each principal may hold its share of the bound, beyond which its own least recently used entries go;
+idle ones are forgotten. What falls out of the session map is handed back so the backend can release it
+upstream.
 """
 
 from __future__ import annotations
@@ -11,66 +14,70 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-SHARED = ""  # key of the one upstream session used by calls without a front session (and in shared mode)
+from gateway.ownership import OwnedEntries, Shares, StoreFull
+
+SHARED = ""  # key of the one upstream session of discovery and of `sessions: shared` (the gateway's own)
+
+
+@dataclass(frozen=True)
+class NodeKey:
+    """An upstream node session: whose (a principal's name) and which of its sessions."""
+
+    owner: str
+    key: str
+
+
+GATEWAY_NODE = NodeKey("", SHARED)
 
 
 @dataclass
 class NodeSession:
     """One upstream session: its cookie (None until obtained, or when the node sets none)."""
 
-    key: str
+    key: NodeKey
     node_id: str | None = None
     ready: bool = False  # a cookie was asked for (the node may answer without one)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
-    used: float = field(default_factory=time.monotonic)
 
 
 class NodeSessions:
-    """Front session key -> NodeSession; least recently used first, bounded, idle ones expire."""
+    """NodeKey -> NodeSession: each principal within its share of `max_sessions`, idle ones expire; the
+    gateway's own shared session (discovery, `sessions: shared`) is kept apart and never evicted."""
 
-    def __init__(self, max_sessions: int, idle_s: float) -> None:
-        self.max_sessions = max(2, max_sessions)  # room for the shared session and one more
-        self.idle_s = idle_s
-        self._sessions: OrderedDict[str, NodeSession] = OrderedDict()
+    def __init__(self, max_sessions: int, idle_s: float, shares: Shares | None = None) -> None:
+        self.shared = NodeSession(GATEWAY_NODE)
+        self._held: OwnedEntries[str, NodeSession] = OwnedEntries(
+            max_entries=max(1, max_sessions - 1), shares=shares, idle_s=idle_s, what="upstream node sessions"
+        )
 
-    def get(self, key: str) -> tuple[NodeSession, list[NodeSession]]:
-        """The session for `key` (created when new) and the sessions evicted to make room or by idleness."""
-        evicted = self._expire(keep=key)
-        session = self._sessions.get(key)
+    def get(self, key: NodeKey) -> tuple[NodeSession, list[NodeSession]]:
+        """The session for `key` (created when new) and the sessions dropped to make room or by idleness.
+
+        Raises `StoreFull` (rate_limited) when every session is another principal's."""
+        if key == GATEWAY_NODE:
+            return self.shared, self._held.expire()
+        evicted = self._held.expire()
+        session = self._held.get(key.owner, key.key)
         if session is None:
-            session = self._sessions[key] = NodeSession(key)
-        self._sessions.move_to_end(key)
-        session.used = time.monotonic()
-        while len(self._sessions) > self.max_sessions:
-            oldest = next(k for k in self._sessions if k not in (key, SHARED))
-            evicted.append(self._sessions.pop(oldest))
+            session = NodeSession(key)
+            try:
+                evicted += self._held.put(key.owner, key.key, session)
+            except StoreFull as refused:
+                refused.dropped = evicted + refused.dropped
+                raise
         return session, evicted
 
-    def _expire(self, keep: str) -> list[NodeSession]:
-        expired = []
-        cutoff = time.monotonic() - self.idle_s
-        for key in list(self._sessions):
-            session = self._sessions[key]
-            if session.used >= cutoff:
-                break  # ordered by use: the rest are younger
-            if key not in (keep, SHARED):
-                expired.append(self._sessions.pop(key))
-        return expired
-
-    def pop(self, key: str) -> NodeSession | None:
-        return self._sessions.pop(key, None)
+    def pop(self, key: NodeKey) -> NodeSession | None:
+        return self._held.pop(key.owner, key.key)
 
     def drain(self) -> list[NodeSession]:
-        sessions = list(self._sessions.values())
-        self._sessions.clear()
-        return sessions
+        return [self.shared, *self._held.clear()]
 
     def __len__(self) -> int:
-        return len(self._sessions)
+        return len(self._held) + 1
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,7 @@ class Continuation:
     `owner` (front, principal and session of the caller) alone may continue it.
     """
 
-    key: str
+    key: NodeKey
     owner: str
     tool: str
     arguments: dict[str, Any]
@@ -88,31 +95,30 @@ class Continuation:
 
 
 class Continuations:
-    """Unguessable tokens for continuations handed to ToolServerNode clients; each is used once."""
+    """Unguessable tokens for continuations handed to ToolServerNode clients; each is used once, each
+    principal within its share of `max_entries`."""
 
-    def __init__(self, max_entries: int, ttl_s: float) -> None:
-        self.max_entries = max_entries
+    def __init__(self, max_entries: int, ttl_s: float, shares: Shares | None = None) -> None:
         self.ttl_s = ttl_s
-        self._entries: OrderedDict[str, Continuation] = OrderedDict()
+        self._entries: OwnedEntries[str, Continuation] = OwnedEntries(
+            max_entries=max_entries, shares=shares, idle_s=ttl_s, what="pending continuations"
+        )
 
     def add(self, continuation: Continuation) -> str:
         token = secrets.token_urlsafe(24)
-        self._entries[token] = continuation
-        cutoff = time.monotonic() - self.ttl_s
-        while self._entries and (
-            len(self._entries) > self.max_entries or next(iter(self._entries.values())).created < cutoff
-        ):
-            self._entries.popitem(last=False)
+        self._entries.put(continuation.key.owner, token, continuation)
         return token
 
-    def take(self, token: str, owner: str) -> Continuation | None:
-        """The continuation, if it exists, is fresh and belongs to `owner`; it is then forgotten."""
-        found = self._entries.get(token)
+    def take(self, token: str, principal: str, owner: str) -> Continuation | None:
+        """The continuation, if it exists, is fresh and belongs to `owner` (of `principal`); it is then
+        forgotten. Anyone else's token is unknown here."""
+        found = self._entries.get(principal, token, touch=False)
         if found is None or found.owner != owner or found.created < time.monotonic() - self.ttl_s:
             return None
-        del self._entries[token]
+        self._entries.pop(principal, token)
         return found
 
     def forget_session(self, owner: str) -> None:
-        for token in [t for t, c in self._entries.items() if c.owner == owner]:
-            del self._entries[token]
+        for principal, token, continuation in list(self._entries.items()):
+            if continuation.owner == owner:
+                self._entries.pop(principal, token)

@@ -24,7 +24,7 @@ from starlette.responses import FileResponse, Response
 from adapters.toolserver import codec, shapes, uploads
 from gateway.errors import ErrorKind, GatewayError
 from gateway.http import json_response
-from gateway.workspaces import MAX_ENTRIES, SHOWN_NAME, Workspaces
+from gateway.workspaces import MAX_ENTRIES, SHOWN_NAME, WorkspaceId, Workspaces
 
 
 class WorkspaceAnswer(Exception):
@@ -47,7 +47,7 @@ def _refused(exc: GatewayError) -> WorkspaceAnswer:
     return WorkspaceAnswer(status, exc.failure.message)
 
 
-async def upload(request: Request, spaces: Workspaces, key: str, max_upload_bytes: int) -> Response:
+async def upload(request: Request, spaces: Workspaces, key: WorkspaceId, max_upload_bytes: int) -> Response:
     """Stream the `file` part into the workspace; a file of the same name is replaced."""
     directory = spaces.directory(key)
     partial = directory / f".upload-{secrets.token_hex(8)}"
@@ -75,7 +75,7 @@ async def upload(request: Request, spaces: Workspaces, key: str, max_upload_byte
     return json_response({"message": "Upload Success!"})
 
 
-def download(body: Any, spaces: Workspaces, key: str) -> Response:
+def download(body: Any, spaces: Workspaces, key: WorkspaceId) -> Response:
     """The raw bytes of one workspace file, as a FileResponse (attachment), like the node."""
     if body is None:
         raise shapes.BadRequest([codec.validation_item("missing", ["body", "file_path"], "Field required", None)])
@@ -108,13 +108,13 @@ def _tree(path: Path, budget: list[int]) -> dict[str, Any]:
     return node
 
 
-def structure(spaces: Workspaces, key: str) -> Response:
+def structure(spaces: Workspaces, key: WorkspaceId) -> Response:
     tree = _tree(spaces.directory(key), [MAX_ENTRIES])
     tree["name"] = SHOWN_NAME
     return json_response(tree)
 
 
-def archive(spaces: Workspaces, key: str) -> Response:
+def archive(spaces: Workspaces, key: WorkspaceId) -> Response:
     """A zip of the workspace, built on disk and removed once sent."""
     directory = spaces.directory(key)
     target = spaces.scratch() / f"workspace-{secrets.token_hex(8)}.zip"

@@ -17,25 +17,27 @@ from typing import Annotated
 
 from adapters.python import CallContext, ToolError, Toolkit, tool
 from gateway import workspaces
-from gateway.errors import GatewayError
+from gateway.errors import ErrorKind, GatewayError
 
 MAX_READ_BYTES = 100_000  # the node reads at most about this much of a file (readlines hint 1e5)
 MAX_ENTRIES_PER_LEVEL = 20  # the node's max_entry_nums_for_level
 ROOT_SHOWN = "/" + workspaces.SHOWN_NAME
 
 
-def _workspace(context: CallContext) -> tuple[workspaces.Workspaces, str]:
+def _workspace(context: CallContext) -> tuple[workspaces.Workspaces, workspaces.WorkspaceId]:
     try:
         return workspaces.current(), workspaces.key_for(context)
     except GatewayError as exc:
         raise ToolError(exc.failure.message) from None
 
 
-def _path(context: CallContext, filepath: str) -> tuple[workspaces.Workspaces, str, Path]:
+def _path(context: CallContext, filepath: str) -> tuple[workspaces.Workspaces, workspaces.WorkspaceId, Path]:
     spaces, key = _workspace(context)
     try:
         return spaces, key, spaces.resolve(key, filepath)
-    except GatewayError:
+    except GatewayError as exc:
+        if exc.failure.kind != ErrorKind.FORBIDDEN:  # no room for the workspace itself: said as it is
+            raise
         raise ToolError(f"File {filepath} is not within workspace.") from None
 
 
