@@ -8,6 +8,7 @@ service is visible without any front.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.idempotency import IdempotentRuns, Retained
 from gateway.model import Call, CallContext, Outcome, Principal
+from gateway.ownership import Shares
 from gateway.runs import RunRegistry
 from gateway.state import MemoryStore
 
@@ -63,11 +65,11 @@ def call(call_id: str, key: str = "k", principal: str | None = None, **arguments
 
 async def test_records_are_keyed_by_namespace_quoted_principal_and_key() -> None:
     runs, store = service(Pipeline())
-    assert runs.record_key("", "c") == "ns:call::c"
+    assert runs.record_key("", "c") == "ns:~:call:c"
     assert runs.record_key("jwt:a:b", "c") != runs.record_key("jwt:a", "b:c")  # a ':' cannot shift the parts
     outcome = await runs.call("c-1", "fp", call("c-1", principal="jwt:ann"), lost_after=60)
     assert outcome.value == {"key": "k", "runs": 1}
-    record = await store.get("ns:call:jwt%3Aann:c-1")
+    record = await store.get("ns:~jwt%3Aann:call:c-1")
     assert record is not None and record["status"] == "done" and record["fingerprint"] == "fp"
 
 
@@ -86,7 +88,7 @@ async def test_only_outcomes_the_predicate_accepts_are_kept() -> None:
     pipeline = Pipeline()
     runs, store = service(pipeline)
     failed = await runs.call("f", "fp", call("f", fail=True), 60)
-    assert failed.error is not None and await store.get("ns:call::f") is None
+    assert failed.error is not None and await store.get("ns:~:call:f") is None
     await runs.call("f", "fp", call("f", fail=True), 60)
     assert pipeline.runs["k"] == 2  # not replayed: it ran again
 
@@ -113,7 +115,7 @@ async def test_a_repeat_must_pass_the_precheck_before_it_gets_the_record() -> No
     with pytest.raises(GatewayError) as info:
         await runs.call("p", "fp", call("p"), 60)
     assert info.value.failure is denied
-    assert (await store.get("ns:call::p"))["status"] == "done"  # the record stays for whoever may have it
+    assert (await store.get("ns:~:call:p"))["status"] == "done"  # the record stays for whoever may have it
 
 
 async def test_after_the_patience_the_answer_is_pending_and_the_same_key_collects_the_run() -> None:
@@ -140,7 +142,7 @@ async def test_after_the_patience_the_answer_is_pending_and_the_same_key_collect
 async def test_a_running_record_with_no_run_past_lost_after_is_reported_lost() -> None:
     pipeline = Pipeline()
     runs, store = service(pipeline)
-    await store.set("ns:call::gone", {"status": "running", "fingerprint": "fp", "token": "t", "lost_at": 0}, 600)
+    await store.set("ns:~:call:gone", {"status": "running", "fingerprint": "fp", "token": "t", "lost_at": 0}, 600)
     lost = await runs.call("gone", "fp", call("gone"), 60)
     assert lost.error is not None and lost.error.kind is ErrorKind.INTERNAL
     assert lost.error.message.startswith("The earlier call with this call_id stopped before it finished")
@@ -162,7 +164,7 @@ async def test_reconfiguring_keeps_the_index_and_applies_the_new_bounds() -> Non
     )
     await runs.call("b3", "fp", call("b3", key="k3"), 60)
     assert len(runs.retained) == 1
-    assert [await store.get(f"ns:call::b{i}") is not None for i in range(4)] == [False, False, False, True]
+    assert [await store.get(f"ns:~:call:b{i}") is not None for i in range(4)] == [False, False, False, True]
 
 
 async def test_calls_before_configure_are_refused() -> None:
@@ -190,8 +192,18 @@ def test_retained_evicts_the_oldest_first_within_bytes_and_count() -> None:
     assert not retained.fits(101) and retained.fits(100)
 
 
-def test_expired_entries_leave_the_index_without_an_eviction() -> None:
-    retained = Retained(max_bytes=100, max_entries=1, retention=0)
-    assert retained.admit("a", "t", 10) == []  # expired at once: the store's TTL removes it, nothing to delete
-    assert retained.admit("b", "t", 10) == []
-    assert (len(retained), retained.bytes) == (0, 0)
+def test_expired_entries_leave_the_index_without_an_eviction(monkeypatch: pytest.MonkeyPatch) -> None:
+    retained = Retained(max_bytes=100, max_entries=1, retention=10)
+    now = time.monotonic()
+    assert retained.admit("a", "t", 10) == []
+    monkeypatch.setattr(time, "monotonic", lambda: now + 11)  # "a" expired: the store's TTL removed it
+    assert retained.admit("b", "t", 10) == []  # nothing to delete for it
+    assert (len(retained), retained.bytes) == (1, 10)
+
+
+def test_a_principal_over_its_share_of_records_loses_only_its_own() -> None:
+    retained = Retained(max_bytes=1000, max_entries=8, retention=600, shares=Shares(0.25))
+    assert retained.admit("a1", "t", 10, owner="alice") == []
+    evicted = [e for i in range(6) for e in retained.admit(f"b{i}", "t", 10, owner="bob")]
+    assert evicted == [("b0", "t"), ("b1", "t"), ("b2", "t"), ("b3", "t")]  # bob keeps his share of 2
+    assert len(retained) == 3

@@ -273,6 +273,9 @@ class TestRequirements:
         assert "tok-123" not in r.text
 
 
+MISSING = "Missing credentials: send the Authorization header (an API key or a JWT, scheme Bearer) or X-API-Key"
+
+
 class TestApiKeys:
     CONFIG = oxp_config(extra="auth:\n  api_keys:\n    - {name: ci, key: key-0123456789, tools: ['Calculator_*']}\n")
 
@@ -280,7 +283,7 @@ class TestApiKeys:
         async with asgi_client(self.CONFIG) as client:
             missing = await client.post("/tools/call", json={"tool_id": "Calculator.Add"})
             wrong = await client.get("/tools", headers={"Authorization": "Bearer nope"})
-        assert expect(missing, 401) == {"message": "Missing credentials: send Authorization: Bearer <key>"}
+        assert expect(missing, 401) == {"message": MISSING}
         assert missing.headers["www-authenticate"].startswith("Bearer")
         assert expect(wrong, 401) == {"message": "Invalid credentials"}
 

@@ -117,7 +117,7 @@ async def test_the_same_call_id_with_other_input_or_tool_is_a_400() -> None:
 
 
 async def _done(client: httpx.AsyncClient, call_id: str) -> bool:
-    record = await client.app.state.gateway.store.get(f"oxp:call::{call_id}")  # type: ignore[attr-defined]
+    record = await client.app.state.gateway.store.get(f"oxp:~:call:{call_id}")  # type: ignore[attr-defined]
     return record is not None and record["status"] == "done"
 
 
@@ -125,7 +125,7 @@ async def test_outcomes_are_recorded_as_json_in_the_state_store() -> None:
     counter.open_gate()
     async with asgi_client(oxp_config()) as client:
         first = await client.post("/tools/call", json=hold("rec-1"))
-        record = await client.app.state.gateway.store.get("oxp:call::rec-1")  # type: ignore[attr-defined]
+        record = await client.app.state.gateway.store.get("oxp:~:call:rec-1")  # type: ignore[attr-defined]
     assert record["status"] == "done"
     assert orjson.loads(orjson.dumps(record)) == record  # JSON all the way down: a shared store can hold it
     assert record["outcome"]["value"] == first.json()["value"]
@@ -138,7 +138,7 @@ async def test_tool_errors_are_replayed_without_running_again() -> None:
     async with asgi_client(oxp_config()) as client:
         first = await client.post("/tools/call", json=body)
         second = await client.post("/tools/call", json=body)
-        record = await client.app.state.gateway.store.get("oxp:call::bell-1")  # type: ignore[attr-defined]
+        record = await client.app.state.gateway.store.get("oxp:~:call:bell-1")  # type: ignore[attr-defined]
     assert first.json()["success"] is False
     assert second.content == first.content
     assert record["outcome"]["error"]["additional_prompt_content"] == "ids: doorbell42,doorbell84"
@@ -151,7 +151,7 @@ async def test_failures_before_the_tool_ran_are_not_recorded() -> None:
     async with asgi_client(oxp_config()) as client:
         challenge = await client.post("/tools/call", json=request)
         store = client.app.state.gateway.store  # type: ignore[attr-defined]
-        assert await store.get("oxp:call::auth-1") is None
+        assert await store.get("oxp:~:call:auth-1") is None
         ran = await client.post("/tools/call", json=authorized)
     assert challenge.status_code == 400
     assert ran.status_code == 200
@@ -206,7 +206,7 @@ async def test_after_the_retention_the_call_id_runs_again() -> None:
         store = client.app.state.gateway.store  # type: ignore[attr-defined]
 
         async def expired() -> bool:
-            return await store.get("oxp:call::ret-1") is None
+            return await store.get("oxp:~:call:ret-1") is None
 
         await until(expired, "the record to expire")
         second = await client.post("/tools/call", json=hold("ret-1"))
@@ -217,7 +217,7 @@ async def test_after_the_retention_the_call_id_runs_again() -> None:
 async def test_a_run_in_another_replica_is_polled_through_the_store() -> None:
     """A `running` record with no local run: wait on the shared record, then collect what the other wrote."""
     fp = fingerprint("Counter.Hold", {"key": "k"}, None)
-    key = "oxp:call::remote-1"
+    key = "oxp:~:call:remote-1"
     async with asgi_client(oxp_config(fronts="patience_s: 0.1")) as client:
         store = client.app.state.gateway.store  # type: ignore[attr-defined]
         running = {"status": "running", "fingerprint": fp, "token": "other", "lost_at": time.time() + 600}
@@ -241,7 +241,7 @@ async def test_a_running_record_past_its_deadline_with_no_run_is_reported_lost()
     async with asgi_client(oxp_config()) as client:
         store = client.app.state.gateway.store  # type: ignore[attr-defined]
         lost = {"status": "running", "fingerprint": fp, "token": "gone", "lost_at": time.time() - 1}
-        await store.set("oxp:call::lost-1", lost, 600)
+        await store.set("oxp:~:call:lost-1", lost, 600)
         r = await client.post("/tools/call", json=hold("lost-1"))
     body = r.json()
     assert r.status_code == 200

@@ -80,7 +80,7 @@ async def test_an_outcome_larger_than_the_budget_is_answered_but_not_kept() -> N
         request = {"call_id": "big-1", "tool_id": "Doorbell.Ring@0.1.0", "input": {"doorbell_id": "doorbell1"}}
         first = await client.post("/tools/call", json=request)
         store = client.app.state.gateway.store  # type: ignore[attr-defined]
-        record = await store.get("oxp:call::big-1")
+        record = await store.get("oxp:~:call:big-1")
     assert first.status_code == 200 and first.json()["error"]["message"] == "Doorbell ID not found"
     assert record is None
 

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from gateway.errors import ErrorKind, GatewayError
+from gateway.ownership import Shares, StoreFull, owned_key
 from gateway.redis_store import RedisStore
 from gateway.state import MemoryStore, StateStore
 from tests.support import free_port
@@ -24,11 +25,12 @@ DEADLINE_S = 5.0
 
 @pytest.fixture(params=["memory", "redis"])
 async def store(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator[StateStore]:
-    caps = {"small": 3}
+    caps = {"small": 3, "owned": 8}
+    bound = {"max_bytes": 4000, "shares": Shares(0.25)}  # an owner may hold 2 of "owned"'s 8 entries, 1000 bytes
     if request.param == "memory":
-        made: StateStore = MemoryStore(max_entries=1000, caps=caps)
+        made: StateStore = MemoryStore(max_entries=1000, caps=caps, **bound)  # type: ignore[arg-type]
     else:
-        made = RedisStore(redis_url, prefix=f"test-{secrets.token_hex(4)}:", max_entries=1000, caps=caps)
+        made = RedisStore(redis_url, prefix=f"test-{secrets.token_hex(4)}:", max_entries=1000, caps=caps, **bound)  # type: ignore[arg-type]
     yield made
     await made.close()
 
@@ -130,3 +132,46 @@ async def test_an_unreachable_redis_is_a_clear_retryable_error() -> None:
             assert "state store is unreachable" in failure.message
     finally:
         await store.close()
+
+
+# ---- entries owned by a principal (gateway.ownership): each owner its share, no one evicted by another ----
+
+
+async def test_an_owner_over_its_share_loses_only_its_own_oldest_entries(store: StateStore) -> None:
+    await store.set(owned_key("owned", "alice", "a1"), {"v": 1}, 60)
+    for index in range(10):
+        await store.set(owned_key("owned", "bob", f"b{index}"), {"v": index}, 60 + index)
+    held = [i for i in range(10) if await store.get(owned_key("owned", "bob", f"b{i}")) is not None]
+    assert held == [8, 9]  # bob's share: 2 of 8; his newest stay
+    assert await store.get(owned_key("owned", "alice", "a1")) == {"v": 1}  # never evicted for bob
+
+
+async def test_a_namespace_full_of_other_owners_refuses_rather_than_evicts(store: StateStore) -> None:
+    for owner in ("o1", "o2", "o3", "o4"):  # four owners at their share fill the namespace (8)
+        for index in range(2):
+            await store.set(owned_key("owned", owner, str(index)), {"v": index}, 60)
+    with pytest.raises(StoreFull) as refused:
+        await store.set(owned_key("owned", "o5", "0"), {"v": 0}, 60)
+    assert refused.value.failure.kind == ErrorKind.RATE_LIMITED and refused.value.failure.can_retry
+    for owner in ("o1", "o2", "o3", "o4"):
+        assert await store.get(owned_key("owned", owner, "1")) == {"v": 1}
+    await store.delete(owned_key("owned", "o1", "0"))  # room again: the next one fits
+    await store.set(owned_key("owned", "o5", "0"), {"v": 0}, 60)
+
+
+async def test_an_owner_share_is_also_bounded_in_bytes(store: StateStore) -> None:
+    await store.set(owned_key("owned", "alice", "keep"), {"v": "a" * 100}, 60)
+    blob = "x" * 400  # an owner's share is 1000 bytes: two of these fit, a third pushes out the oldest
+    for index in range(3):
+        await store.set(owned_key("owned", "bob", str(index)), {"v": blob}, 60 + index)
+    assert await store.get(owned_key("owned", "bob", "0")) is None
+    assert await store.get(owned_key("owned", "bob", "2")) == {"v": blob}
+    assert await store.get(owned_key("owned", "alice", "keep")) == {"v": "a" * 100}
+    with pytest.raises(GatewayError) as refused:
+        await store.set(owned_key("owned", "bob", "huge"), {"v": "y" * 2000}, 60)
+    assert refused.value.failure.kind == ErrorKind.TOO_LARGE
+
+
+async def test_an_owner_cannot_be_shifted_by_colons_in_its_name(store: StateStore) -> None:
+    await store.set(owned_key("owned", "jwt:a:b", "c"), {"who": "a:b"}, 60)
+    assert await store.get(owned_key("owned", "jwt:a", "b:c")) is None

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 import gateway.state
-from adapters.toolserver.front import COLLECT_TOOL, HANDLE_PREFIX
+from adapters.toolserver.front import COLLECT_TOOL, HANDLE_SPACE
+from gateway.ownership import owned_key
 from tests.support import asgi_client
 
 CONFIG = """
@@ -128,7 +129,7 @@ async def test_release_forgets_everything_and_later_calls_get_403(client: httpx.
     assert (r.status_code, r.json()) == (200, f"Release session: {node_id}")
     assert 'node_id=""' in r.headers["set-cookie"]
     assert gw.runs.get(handle) is None
-    assert await gw.store.get(HANDLE_PREFIX + handle) is None
+    assert await gw.store.get(owned_key(HANDLE_SPACE, "", "handle:" + handle)) is None
     r = await execute(client, node_id, {"tool_name": COLLECT_TOOL, "arguments": {"handle": handle}})
     assert (r.status_code, r.json()) == (403, {"detail": f"invalid node_id: {node_id}"})
     r = await client.post("/get_available_tools", headers=jar(node_id))
@@ -268,9 +269,10 @@ async def test_handles_are_bound_to_their_session(client: httpx.AsyncClient) -> 
     mine, theirs = await new_session(client), await new_session(client)
     r = await execute(client, mine, {"tool_name": "Demo_Sleep", "arguments": {"seconds": 0.5}})
     handle = r.json()["detail"]["arguments"]
-    for other in (theirs, None):
+    gone = f"The result handle {handle['handle']} is unknown, expired or already collected"
+    for other in (theirs, None):  # another session's handle is answered exactly as one that never existed
         r = await execute(client, other, {"tool_name": COLLECT_TOOL, "arguments": handle})
-        assert (r.status_code, r.json()) == (403, {"detail": "This result handle belongs to another session"})
+        assert (r.status_code, r.json()) == (404, {"detail": gone})
     r = await collect_until_done(client, mine, {"next_calling": COLLECT_TOOL, "arguments": handle})
     assert r.status_code == 200
 
@@ -344,7 +346,7 @@ async def test_calls_without_a_session_collect_without_one(client: httpx.AsyncCl
     detail = r.json()["detail"]
     node_id = await new_session(client)
     r = await execute(client, node_id, {"tool_name": COLLECT_TOOL, "arguments": detail["arguments"]})
-    assert r.status_code == 403  # a session may not take a sessionless caller's result either
+    assert r.status_code == 404  # a session may not take a sessionless caller's result either (unknown to it)
     r = await collect_until_done(client, None, detail)
     assert (r.status_code, r.json()) == (200, {"type": "simple", "data": {"slept": 0.5}})
 

@@ -6,6 +6,7 @@ import pytest
 
 import gateway.state
 from gateway.model import Principal
+from gateway.ownership import Shares
 from gateway.sessions import SessionRegistry
 from gateway.state import MemoryStore
 
@@ -54,9 +55,9 @@ async def test_release_forgets_the_session_and_what_it_owned() -> None:
     session = await registry.create(None)
     await store.set("handle:1", {"x": 1}, 60)
     await store.set("handle:2", {"x": 2}, 60)
-    await registry.own(session.id, "handle:1")
-    await registry.own(session.id, "handle:2")
-    await registry.disown(session.id, "handle:2")
+    await registry.own(session, "handle:1")
+    await registry.own(session, "handle:2")
+    await registry.disown(session, "handle:2")
     released = await registry.release(session.id, None)
     assert released is not None and released.owned == ["handle:1"]
     assert await store.get("handle:1") is None
@@ -97,3 +98,14 @@ async def test_each_kind_of_entry_has_its_own_bound() -> None:
     assert store.count("oxp") == 5
     for session in kept:
         assert await sessions.get(session.id, None) is not None
+
+
+async def test_a_principal_creating_sessions_without_end_pushes_out_only_its_own() -> None:
+    store = MemoryStore(max_entries=20, shares=Shares(0.25))
+    registry = SessionRegistry(store, front="toolserver", idle_s=60)
+    alice, bob = Principal("alice"), Principal("bob")
+    hers = await registry.create(alice)
+    his = [await registry.create(bob) for _ in range(60)]
+    assert await registry.get(hers.id, alice) is not None
+    kept = [s for s in his if await registry.get(s.id, bob) is not None]
+    assert kept == his[-5:]  # bob's share of 20 is 5: his newest

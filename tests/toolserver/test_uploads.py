@@ -13,7 +13,7 @@ import pytest
 from adapters.toolserver import uploads
 from gateway.config.models import WorkspacesSettings
 from gateway.errors import GatewayError
-from gateway.workspaces import Workspaces
+from gateway.workspaces import WorkspaceId, Workspaces
 
 
 def encoded(files: dict[str, tuple[str | None, bytes]]) -> tuple[bytes, str]:
@@ -182,13 +182,13 @@ def test_client_file_names_lose_their_directories(raw: str, safe: str) -> None:
 
 def test_workspaces_are_bounded_in_count_and_idle_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spaces = Workspaces(WorkspacesSettings(root=str(tmp_path / "root"), max_workspaces=2, idle_s=60))
-    first = spaces.directory("a")
-    spaces.directory("b")
-    spaces.directory("c")  # one too many: the least recently used goes
+    first = spaces.directory(WorkspaceId("", "a"))
+    spaces.directory(WorkspaceId("", "b"))
+    spaces.directory(WorkspaceId("", "c"))  # one too many: the least recently used goes
     assert not first.exists() and len(spaces) == 2
     now = time.monotonic()
     monkeypatch.setattr(time, "monotonic", lambda: now + 120)
-    fresh = spaces.directory("d")  # the others were idle for longer than idle_s
+    fresh = spaces.directory(WorkspaceId("", "d"))  # the others were idle for longer than idle_s
     assert len(spaces) == 1 and fresh.exists()
     assert sorted(p.name for p in (tmp_path / "root").iterdir()) == [fresh.name]
     spaces.close()
@@ -206,9 +206,10 @@ def test_a_configured_root_is_cleared_of_earlier_runs_only(tmp_path: Path) -> No
 
 def test_room_counts_what_is_written(tmp_path: Path) -> None:
     spaces = Workspaces(WorkspacesSettings(root=str(tmp_path), max_bytes_per_workspace=100))
-    spaces.resolve("k", "a.txt").write_bytes(b"x" * 60)
-    assert spaces.room("k") == 40
-    assert spaces.room("k", replacing=spaces.resolve("k", "a.txt")) == 100
+    key = WorkspaceId("", "k")
+    spaces.resolve(key, "a.txt").write_bytes(b"x" * 60)
+    assert spaces.room(key) == 40
+    assert spaces.room(key, replacing=spaces.resolve(key, "a.txt")) == 100
     with pytest.raises(GatewayError):
-        spaces.resolve("k", "../escape")
+        spaces.resolve(key, "../escape")
     spaces.close()

@@ -105,7 +105,7 @@ async def test_client_authorization_is_forwarded_only_when_configured() -> None:
             )
             dispatch = Dispatcher(Catalog(await backend.discover()), {"open": backend})
             try:
-                ctx = CallContext(client_authorization="Bearer client-token")
+                ctx = CallContext(client_credentials={"Authorization": "Bearer client-token"})
                 outcome = await dispatch.call(Call("GeoTools_echo", {"message": "m"}, ctx))
                 assert outcome.error is None, outcome.error
                 assert outcome.value["headers"]["authorization"] == expected

@@ -317,16 +317,25 @@ def test_a_short_jwt_secret_is_a_configuration_error() -> None:
 
 
 async def test_client_authorization_is_forwarded_only_when_configured(upstream: str, legacy: str) -> None:
-    good = "Bearer " + jwt.encode({"aud": AUDIENCE, "exp": int(time.time()) + 60}, SECRET, algorithm="HS256")
+    claims = {"sub": "client", "aud": AUDIENCE, "exp": int(time.time()) + 60}
+    good = "Bearer " + jwt.encode(claims, SECRET, algorithm="HS256")
     keeps_own = oxp_backend(upstream, **signed())
     forwards = oxp_backend(upstream, forward_authorization=True, **signed())
     try:
         add = by_id(await keeps_own.discover())["Calculator.Add@1.0.0"]
         # A garbage client header would be refused upstream: success proves it stayed here.
-        assert await keeps_own.call(add, {"a": 2, "b": 2}, context(client_authorization="Bearer garbage")) == 4
-        assert await forwards.call(add, {"a": 2, "b": 3}, context(client_authorization=good)) == 5
+        assert (
+            await keeps_own.call(add, {"a": 2, "b": 2}, context(client_credentials={"Authorization": "Bearer garbage"}))
+            == 4
+        )
+        assert await forwards.call(add, {"a": 2, "b": 3}, context(client_credentials={"Authorization": good})) == 5
         for client_header in ("Bearer garbage", None):
-            refused = await failure_of(forwards, add, {"a": 1, "b": 1}, context(client_authorization=client_header))
+            refused = await failure_of(
+                forwards,
+                add,
+                {"a": 1, "b": 1},
+                context(client_credentials={"Authorization": client_header} if client_header else {}),
+            )
             assert refused.kind is ErrorKind.UNAUTHENTICATED  # the client's own credentials: the client can fix it
     finally:
         await keeps_own.close()
@@ -340,7 +349,9 @@ async def test_client_authorization_is_forwarded_only_when_configured(upstream: 
         echo = oxp_backend(legacy, path="/oxp", **settings)
         try:
             spec = by_id(await echo.discover())["Echo.Request@1.0.0"]
-            seen = (await echo.call(spec, {}, context(client_authorization="Bearer client")))["headers"]
+            seen = (await echo.call(spec, {}, context(client_credentials={"Authorization": "Bearer client"})))[
+                "headers"
+            ]
         finally:
             await echo.close()
         assert seen["authorization"] == expected, settings

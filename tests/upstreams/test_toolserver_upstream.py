@@ -138,7 +138,7 @@ async def test_one_upstream_session_per_front_session(node: str) -> None:
         assert first != second and await node_of("front-session-1") == first
         shared = await node_of(None)
         assert shared not in (first, second) and await node_of(None) == shared
-        await backend.release_session(str(CallContext(session_id="front-session-1").session_key))
+        await backend.release_session("", str(CallContext(session_id="front-session-1").session_key))
         assert first not in live_nodes(node) and second in live_nodes(node)
     finally:
         await backend.close()
@@ -527,7 +527,7 @@ async def test_a_bare_node_is_detected_and_serves_every_session(bare: str) -> No
         assert followed.value["output"] == "done after 2 reads", followed.error
         looked_up = dispatch.catalog.resolve("FileSystemEnv_read_from_file")  # via the bare-array schema look-up
         assert looked_up.input_schema["required"] == ["filepath"]
-        await backend.release_session(str(CallContext(front="toolserver", session_id="1").session_key))
+        await backend.release_session("", str(CallContext(front="toolserver", session_id="1").session_key))
     finally:
         await backend.close()
 

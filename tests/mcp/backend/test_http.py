@@ -182,7 +182,9 @@ async def test_the_gateways_own_credentials(guarded: str) -> None:
     backend = mcp_backend(url=guarded, api_key=TOKEN)
     try:
         dispatcher = await dispatcher_for(backend)
-        context = CallContext(client_authorization="Bearer the-callers-own")  # not forwarded: never leaves
+        context = CallContext(
+            client_credentials={"Authorization": "Bearer the-callers-own"}
+        )  # not forwarded: never leaves
         assert (await call(dispatcher, "up_whoami", context=context)).value == f"Bearer {TOKEN}"
     finally:
         await backend.close()
@@ -192,13 +194,16 @@ async def test_forward_authorization_sends_the_callers_header(guarded: str) -> N
     backend = mcp_backend(url=guarded, headers={"Authorization": f"Bearer {TOKEN}"}, forward_authorization=True)
     try:
         dispatcher = await dispatcher_for(backend)  # discovery: the backend's own header
-        own = CallContext(client_authorization=f"Bearer {TOKEN}")
+        own = CallContext(client_credentials={"Authorization": f"Bearer {TOKEN}"})
         assert (await call(dispatcher, "up_whoami", context=own)).value == f"Bearer {TOKEN}"
-        wrong = await call(dispatcher, "up_whoami", context=CallContext(client_authorization="Bearer nope"))
+        wrong = await call(
+            dispatcher, "up_whoami", context=CallContext(client_credentials={"Authorization": "Bearer nope"})
+        )
         assert wrong.error is not None and wrong.error.kind is ErrorKind.UNAUTHENTICATED  # the caller can fix it
         assert "401" in wrong.error.message
-        anonymous = await call(dispatcher, "up_whoami")  # nothing to forward: the backend's own
-        assert anonymous.value == f"Bearer {TOKEN}"
+        # Nothing to forward: nothing of the backend's own either (its key never stands in for a caller).
+        anonymous = await call(dispatcher, "up_whoami")
+        assert anonymous.value is None
     finally:
         await backend.close()
 
