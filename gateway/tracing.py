@@ -295,19 +295,25 @@ class _Tracer:
             span.set_attributes({**attributes, "toolplex.outcome": type(exc).__name__})
             raise
         else:
-            self._annotate(span, outcome, attributes)
+            self._annotate(span, call, outcome, attributes)
         finally:
             self._context.detach(attached)
             span.end()
         return outcome
 
-    def _annotate(self, span: Any, outcome: Outcome, attributes: dict[str, Any]) -> None:
+    def _annotate(self, span: Any, call: Call, outcome: Outcome, attributes: dict[str, Any]) -> None:
         """Name and attributes once the outcome is known, in one call (the SDK checks each attribute set)."""
         if not span.is_recording():
             return
         spec = outcome.spec
         kind = "ok" if outcome.error is None else outcome.error.kind.value
-        span.update_name(f"call {spec.flat_name if spec else UNKNOWN_TOOL}")
+        if spec is None and call.kind != "tool":  # a request of another kind: named by its operation
+            span.update_name(f"{call.kind} {call.tool}")
+            attributes["toolplex.kind"] = str(call.kind)
+            if call.backend is not None:
+                attributes["toolplex.backend"] = call.backend
+        else:
+            span.update_name(f"call {spec.flat_name if spec else UNKNOWN_TOOL}")
         if spec is not None:
             attributes["toolplex.tool"] = spec.flat_name
             attributes["toolplex.tool.version"] = spec.version
