@@ -95,12 +95,13 @@ schema: $(VENV)/.installed
 # by tests/mcp/install_conformance.sh), every server scenario of 2025-06-18, 2025-11-25 and 2026-07-28, against
 # each target in CONFORMANCE_TARGETS (names in tests/mcp/conformance.py's TARGETS): `reference` (the reference
 # server, directly), `toolplex-reference` (Toolplex fronting it as a kind: mcp backend), `toolplex-legacy-reference`
-# (the same, held to the handshake era upstream: questions cross eras), `toolplex` (Toolplex's own tools), the tasks
-# extension's scenarios counted too. Results (checks.json per scenario) land in
+# (the same, held to the handshake era upstream: questions cross eras), `toolplex` (Toolplex's own tools), `decorated`
+# (a server written with the SDK's MCPServer decorators, directly) and `toolplex-decorated` (Toolplex fronting it:
+# each caller's era is spoken upstream), the tasks extension's scenarios counted too. Results (checks.json per scenario) land in
 # .tools/conformance/<target>/<version>/.
 # Then the client scenarios, with Toolplex's kind: mcp backend as the client (tests/mcp/conformance_client.py;
 # auth/* do not apply), into .tools/conformance/client/<version>/.
-CONFORMANCE_TARGETS ?= reference toolplex-reference toolplex-legacy-reference toolplex
+CONFORMANCE_TARGETS ?= reference toolplex-reference toolplex-legacy-reference toolplex decorated toolplex-decorated
 conformance: install-test
 	$(BIN)/python -m tests.mcp.conformance $(addprefix --target ,$(CONFORMANCE_TARGETS)) --include-extensions \
 		--out .tools/conformance

@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import GatewayError
-from gateway.model import CallContext, ToolSpec, principal_name
+from gateway.model import CallContext, ToolSpec, Upstream, principal_name
 from gateway.ownership import OwnedEntries, Shares
 from gateway.settings import BackendSettings, CacheSettings
 
@@ -145,7 +145,7 @@ class ResultCache:
             return None
 
     def get(self, spec: ToolSpec, arguments: Mapping[str, Any], caller: CallerKey = "") -> Any:
-        """The cached value, or MISS."""
+        """The cached (value, upstream answer), or MISS."""
         if self.ttl_for(spec) is None:
             return MISS
         key = self._key(spec, arguments, caller)
@@ -162,19 +162,27 @@ class ResultCache:
             store.pop(owner, key)
             owners.pop(key, None)
             return MISS
-        return orjson.loads(entry[2])
+        kept = orjson.loads(entry[2])
+        upstream = kept.get("upstream")
+        return kept.get("value"), Upstream.from_dict(upstream) if upstream is not None else None
 
     def put(
-        self, spec: ToolSpec, arguments: Mapping[str, Any], value: Any, caller: CallerKey = "", owner: str = ""
+        self,
+        spec: ToolSpec,
+        arguments: Mapping[str, Any],
+        value: Any,
+        caller: CallerKey = "",
+        owner: str = "",
+        upstream: Upstream | None = None,
     ) -> None:
-        """Keep `value` for `ttl_for(spec)`, as `owner`'s (the principal whose call made it); a value that
-        does not fit the owner's share is simply not kept."""
+        """Keep `value` (and the upstream's own answer, for a front of its protocol) for `ttl_for(spec)`, as
+        `owner`'s (the principal whose call made it); one that does not fit the owner's share is not kept."""
         ttl = self.ttl_for(spec)
         key = self._key(spec, arguments, caller) if ttl is not None else None
         if ttl is None or key is None:
             return
         try:
-            blob = orjson.dumps(value)
+            blob = orjson.dumps({"value": value, "upstream": upstream.to_dict() if upstream is not None else None})
         except TypeError:
             return
         store, owners = self._stores[spec.backend], self._owners[spec.backend]

@@ -38,7 +38,7 @@ import structlog
 
 from gateway.background import BackgroundTasks
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.model import Call, Outcome, principal_name
+from gateway.model import Call, Outcome, Upstream, principal_name
 from gateway.ownership import OwnedEntries, Shares, owned_key
 from gateway.replicas import Replicas
 from gateway.runs import Run, RunRegistry
@@ -335,18 +335,21 @@ def encode_outcome(outcome: Outcome) -> dict[str, Any]:
         "value": None if outcome.error else orjson.loads(orjson.dumps(outcome.value, option=orjson.OPT_NON_STR_KEYS)),
         "error": outcome.error.to_dict() if outcome.error else None,
         "duration_ms": outcome.duration_ms,
+        "upstream": outcome.upstream.to_dict() if outcome.upstream is not None else None,
     }
 
 
 def replay_outcome(call_id: str, recorded: dict[str, Any]) -> Outcome:
     """The outcome `encode_outcome` stored, for the call `call_id`."""
     error = recorded.get("error")
+    upstream = recorded.get("upstream")
     return Outcome(
         call_id=call_id,
         spec=None,
         value=recorded.get("value"),
         error=Failure.from_dict(error) if error else None,
         duration_ms=float(recorded.get("duration_ms") or 0.0),
+        upstream=Upstream.from_dict(upstream) if isinstance(upstream, dict) else None,
     )
 
 

@@ -16,7 +16,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
-from gateway.errors import Failure
+from gateway.errors import Failure, GatewayError
 
 # OXP ids and OpenTool / OpenAI function names, as published.
 PART_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
@@ -200,9 +200,48 @@ class Call:
     deadline_s: float | None = field(default=None, compare=False, repr=False)
 
 
+@dataclass(frozen=True)
+class Upstream:
+    """An upstream server's own answer, as its protocol has it (JSON), beside the canonical value or failure.
+
+    A front of the same protocol passes it on unchanged (a transparent hop: an MCP server's content blocks,
+    an OpenTool `result` that has a `result` member of its own); fronts of other protocols render the
+    canonical value. `result` is the answer's result part as it came, `error` its error part (a JSON-RPC
+    error object, an HTTP status and body), whichever the upstream gave.
+    """
+
+    protocol: str  # the upstream's protocol: "mcp", "opentool", "oxp", "toolserver", "jsonrpc"
+    result: Any = None
+    error: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"protocol": self.protocol, "result": self.result, "error": self.error}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Upstream:
+        return cls(str(data["protocol"]), data.get("result"), data.get("error"))
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What a backend returns instead of a bare value when it keeps the upstream's own answer too."""
+
+    value: Any
+    upstream: Upstream
+
+
+class UpstreamFailed(GatewayError):
+    """A failure that came with the upstream's own answer (an MCP `isError` result, a JSON-RPC error):
+    the canonical failure for every front, the answer for a front of the same protocol."""
+
+    def __init__(self, failure: Failure, upstream: Upstream) -> None:
+        super().__init__(failure)
+        self.upstream = upstream
+
+
 @dataclass
 class Outcome:
-    """The result of one call: a value or a canonical failure."""
+    """The result of one call: a value or a canonical failure, and the upstream's own answer when it kept one."""
 
     call_id: str
     spec: ToolSpec | None
@@ -210,6 +249,7 @@ class Outcome:
     error: Failure | None = None
     duration_ms: float = 0.0
     cached: bool = False  # served from the result cache; the tool did not run
+    upstream: Upstream | None = None  # the upstream's answer as its protocol has it (`Upstream`)
 
     @property
     def ok(self) -> bool:

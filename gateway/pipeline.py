@@ -45,11 +45,13 @@ from gateway.limits import CallLimiter, RateLimiter
 from gateway.middleware import BaseMiddleware
 from gateway.model import (
     GATEWAY_KINDS,
+    Answered,
     Call,
     CallContext,
     Outcome,
     RequestKind,
     ToolSpec,
+    Upstream,
     permitted,
     principal_name,
 )
@@ -361,12 +363,14 @@ class Pipeline:
         task = asyncio.current_task()
         outcome: Outcome | None = None
         failure: Failure | None = None
+        upstream: Upstream | None = None
         self.in_flight.enter()
         try:
             self.admission.enter(task)
             outcome = await next_(call)
         except GatewayError as exc:
             failure = exc.failure
+            upstream = getattr(exc, "upstream", None)  # an `UpstreamFailed`: the upstream's own answer
         except asyncio.CancelledError:
             if not self.admission.cancelled_by_shutdown(task):
                 raise
@@ -380,7 +384,7 @@ class Pipeline:
             self.admission.leave(task)
             self.in_flight.leave()
         if outcome is None:
-            outcome = Outcome(call_id=ctx.call_id, spec=call.spec, error=failure)
+            outcome = Outcome(call_id=ctx.call_id, spec=call.spec, error=failure, upstream=upstream)
         outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)
         return outcome
 
@@ -441,10 +445,12 @@ class Pipeline:
         caller = self.cache.caller_of(spec, call.context, backend.settings if backend is not None else None)
         hit = self.cache.get(spec, call.arguments, caller)
         if hit is not MISS:
-            return Outcome(call_id=call.context.call_id, spec=spec, value=hit, cached=True)
+            value, upstream = hit
+            return Outcome(call_id=call.context.call_id, spec=spec, value=value, cached=True, upstream=upstream)
         outcome = await next_(call)
         if outcome.error is None and call.context.cacheable:
-            self.cache.put(spec, call.arguments, outcome.value, caller, principal_name(call.context.principal))
+            owner = principal_name(call.context.principal)
+            self.cache.put(spec, call.arguments, outcome.value, caller, owner, upstream=outcome.upstream)
         return outcome
 
     async def _dispatch(self, call: Call) -> Outcome:
@@ -461,6 +467,8 @@ class Pipeline:
         try:
             async with asyncio.timeout(timeout):
                 value = await backend.call(spec, call.arguments, ctx)
+            if type(value) is Answered:
+                return Outcome(call_id=ctx.call_id, spec=spec, value=value.value, upstream=value.upstream)
         except TimeoutError:
             raise GatewayError.of(
                 ErrorKind.DEADLINE,
@@ -487,6 +495,8 @@ class Pipeline:
                         )
                     operate = cast(OperationBackend, backend).operate
                     value = await operate(call.kind, call.tool, call.arguments, ctx, call.payload)
+            if type(value) is Answered:
+                return Outcome(call_id=ctx.call_id, spec=None, value=value.value, upstream=value.upstream)
         except TimeoutError:
             raise GatewayError.of(
                 ErrorKind.DEADLINE,

@@ -50,7 +50,7 @@ from gateway.backends import BackendContext, BaseBackend, Health
 from gateway.breaker import CircuitBreaker, Permit
 from gateway.catalog import distinct_specs
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.model import FLAT_NAME_PATTERN, CallContext, RequestKind, ToolSpec
+from gateway.model import FLAT_NAME_PATTERN, Answered, CallContext, RequestKind, ToolSpec, Upstream, UpstreamFailed
 from gateway.observability import register_secrets
 from gateway.upstream import UPSTREAMS, Credentials, failure_for_status
 
@@ -81,6 +81,7 @@ MIN_RETRY_AFTER_MS = 1000
 CLOSE_MARGIN_S = 3.0  # what closing a link may take beyond the process's stop grace
 SETTLE_S = 1.0  # how long an error waits for a dying stdio process's exit status and stderr
 LISTEN_PAUSE_S = 0.5  # first pause before a `subscriptions/listen` stream that ended is opened again
+LEGACY_RETRY_S = 60.0  # a server that would not speak the handshake era is asked again this long after
 MAX_WATCHED = 256  # resource URIs one listen stream asks updates of (the MCP front's subscriptions), at most
 # The SDK's HTTP client logs each request's URL at INFO (and headers at DEBUG), its transport the session id:
 # warnings only, as the gateway keeps httpx and httpcore.
@@ -111,9 +112,10 @@ class Link:
     """One live MCP connection: an SDK `Client`, entered and left by one task of its own (the SDK's task
     groups must be), the era it found, and for stdio the process under it."""
 
-    def __init__(self, backend: McpBackend, process: ServerProcess | None) -> None:
+    def __init__(self, backend: McpBackend, process: ServerProcess | None, mode: str | None = None) -> None:
         self.backend = backend
         self.process = process
+        self.mode = mode or MODES[backend.settings.era]  # "legacy" for a handshake-era caller's companion link
         self.client: Client | None = None
         self.protocol_version: str | None = None
         self.dead = asyncio.Event()  # the connection ended: the process exited, or the link was closed
@@ -177,7 +179,7 @@ class Link:
         try:
             async with Client(
                 self._transport(),
-                mode=MODES[backend.settings.era],
+                mode=self.mode,
                 cache=None,  # every discovery asks the server: a cached listing would hide changes
                 message_handler=self._on_message,
                 client_info=_client_info(),
@@ -217,7 +219,9 @@ class Link:
         if isinstance(message, ToolListChangedNotification):
             self.backend.tools_listing_changed(self)
         elif isinstance(message, NOTICES):
-            await self.backend.announce(message)
+            # A list change is told by the main connection; a companion one tells the updates it subscribed to.
+            if self.backend.is_main(self) or isinstance(message, types.ResourceUpdatedNotification):
+                await self.backend.announce(message)
         elif isinstance(message, Exception):
             log.debug("mcp_transport_error", backend=self.backend.name, error=repr(message))
 
@@ -353,6 +357,12 @@ class McpBackend(BaseBackend):
         self._http: httpx2.AsyncClient | None = None
         self._link: Link | None = None
         self._lock = asyncio.Lock()
+        # Era affinity (HTTP, `era: auto`): a handshake-era connection of its own for handshake-era MCP callers,
+        # made when the first one calls, so their questions go back on their own requests as when they call
+        # the server directly. None until made; `_legacy_refused` notes a server that would not speak it.
+        self._legacy: Link | None = None
+        self._legacy_lock = asyncio.Lock()
+        self._legacy_refused = float("-inf")
         self._closed = False
         self._restarts: deque[float] = deque()  # when each restart of a dead stdio process happened
         self._quick_deaths = 0
@@ -390,7 +400,14 @@ class McpBackend(BaseBackend):
             )
         return self._http
 
+    def is_main(self, link: Link) -> bool:
+        """The backend's main connection (discovery, other fronts' calls), not a handshake-era companion."""
+        return link is self._link or link.mode == MODES[self.settings.era]
+
     def connected(self, link: Link, client: Client) -> None:
+        if not self.is_main(link):
+            log.info("mcp_connected_companion", backend=self.name, era=link.era, purpose="handshake-era callers")
+            return
         self.protocol_version = link.protocol_version
         advertised = client.server_capabilities.extensions if link.era == "modern" else None
         self.extensions = dict(advertised or {})
@@ -514,6 +531,52 @@ class McpBackend(BaseBackend):
                 await link.close()
                 raise self.unavailable("the backend is closed")
             self._link = link
+            return link
+
+    async def _link_for(self, caller: relay.Caller | None, deadline: float | None) -> Link:
+        """The connection a caller's request goes on (era affinity): a handshake-era MCP caller's goes in its
+        own era whenever the server speaks it, on a companion connection; only when the server does not is
+        the cross-era bridge used (its questions held for the caller, `held`). Everything else: the main one."""
+        link = await self._ensure_link(deadline)
+        if caller is None or caller.modern or link.era == "legacy" or not self._affine:
+            return link
+        companion = await self._ensure_legacy(deadline)
+        return companion if companion is not None else link
+
+    @property
+    def _affine(self) -> bool:
+        """Era affinity applies: an HTTP server in `era: auto` (a stdio server is one process, one era)."""
+        return self.settings.transport == "http" and self.settings.era == "auto"
+
+    async def _ensure_legacy(self, deadline: float | None) -> Link | None:
+        """The handshake-era companion connection, made now if there is none; None when the server does not
+        speak the handshake era (asked again after `LEGACY_RETRY_S`)."""
+        link = self._legacy
+        if link is not None and link.alive:
+            return link
+        async with self._legacy_lock:
+            link = self._legacy
+            if link is not None and link.alive:
+                return link
+            if self._closed or time.monotonic() - self._legacy_refused < LEGACY_RETRY_S:
+                return None
+            if link is not None:
+                self._legacy = None
+                await link.close()
+            budget = self.settings.timeouts_s.read
+            if deadline is not None:
+                budget = min(budget, max(0.0, deadline - time.monotonic()))
+            link = Link(self, None, mode="legacy")
+            try:
+                await link.open(budget)
+            except GatewayError as exc:
+                self._legacy_refused = time.monotonic()
+                log.info("mcp_no_handshake_era", backend=self.name, error=exc.failure.message)
+                return None
+            if self._closed:
+                await link.close()
+                return None
+            self._legacy = link
             return link
 
     async def _wait_for_restart(self, deadline: float | None) -> None:
@@ -685,19 +748,15 @@ class McpBackend(BaseBackend):
             try:  # a 2026-07-28 caller's answers to a question this replica's held call asked
                 hold = self.holds.resume(caller, context.principal, binding.name, arguments)
             except MCPError as exc:
-                raise _refused(exc, context) from None
-            try:
-                round_ = hold.round(caller)
-                return await self._outcome(binding, context, caller, hold.link, hold.exchange, hold.pending, round_)
-            finally:
-                if hold.token != caller.request_state or not self.holds.holding(hold):
-                    context.notes[held.OVER_NOTE] = caller.request_state  # its front forgets where it was held
-        link = await self._ensure_link(context.deadline)
+                raise _refused(exc) from None
+            round_ = hold.round(caller)
+            return await self._outcome(binding, context, caller, hold.link, hold.exchange, hold.pending, round_)
+        link = await self._link_for(caller, context.deadline)
         assert link.client is not None
         async with self._exchange(context) as exchange:
             if caller is not None and caller.modern and link.era == "legacy":
                 if caller.request_state is not None:  # a state no hold issued (answers alone are ignored: re-asked)
-                    raise _refused(held.invalid_state(), context)
+                    raise _refused(held.invalid_state())
                 if self.holds.limit > 0:
                     hold = held.Hold(self.holds, context.principal, binding.name, arguments, link, exchange, caller)
                     send = self._send_call(link, binding.name, arguments, None, caller, hold.pending)
@@ -734,28 +793,30 @@ class McpBackend(BaseBackend):
             raise
         except MCPError as exc:
             await self._settle(exc, link)
-            if caller is not None and _answered(exc, exchange):  # the MCP caller gets the server's own error
-                _note_error(exc, context)
-            if pending.declined is not None and _answered(exc, exchange):
-                raise GatewayError(self._unanswerable(binding.name, pending.declined)) from None
-            raise self._request_failure(exc, exchange, link, "tools/call") from None
+            answered = _answered(exc, exchange)  # the server's own error: an MCP caller gets it as it came
+            if pending.declined is not None and answered:
+                raise UpstreamFailed(self._unanswerable(binding.name, pending.declined), _error_of(exc)) from None
+            failure = self._request_failure(exc, exchange, link, "tools/call")
+            if answered and not isinstance(failure, _SendAgain):
+                raise UpstreamFailed(failure.failure, _error_of(exc)) from None
+            raise failure from None
         except (ValidationError, RuntimeError) as exc:  # a result the SDK could not read, or off its outputSchema
             self.breaker.failure()
             raise self.unavailable(f"its answer to tools/call is malformed: {exc}") from None
         if isinstance(result, tasks.CreatedTask):
             answer = tasks.wire(result)  # as it came: the caller polls the task (its front knows)
         else:
-            answer = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            answer = result.model_dump(by_alias=True, mode="json", exclude_unset=True)  # the members it sent
         self.breaker.success()
-        context.notes["mcp_result"] = answer  # the whole result, for a front that passes MCP on unchanged
+        upstream = Upstream(codec.PROTOCOL, result=answer)  # the whole result, for an MCP front to pass on as it is
         interim = isinstance(result, types.InputRequiredResult | tasks.CreatedTask)  # no final result yet
         if interim or pending.asked or _answers(caller):
             context.cacheable = False  # no result yet, or one that depends on the caller's answers
         if interim:
-            return answer  # the caller answers the questions and sends the call again (its front knows)
+            return Answered(answer, upstream)  # the caller answers the questions and sends the call again
         if result.is_error:
-            raise GatewayError(codec.failure_of_result(self.name, binding.name, answer))
-        return codec.value_of(answer)
+            raise UpstreamFailed(codec.failure_of_result(self.name, binding.name, answer), upstream)
+        return Answered(codec.value_of(answer), upstream)
 
     @staticmethod
     async def _send_call(
@@ -805,21 +866,21 @@ class McpBackend(BaseBackend):
         """A request of the MCP front's pass-through (`OperationBackend`), after the pipeline's policy
         stages: relayed to this server under its breaker, with the caller's credentials when this backend
         forwards them. The server's own JSON-RPC error is noted for the MCP front to answer as it came
-        (`mcp_error`) and fails the request as its canonical kind."""
+        (`UpstreamFailed`) and fails the request as its canonical kind."""
         if operation not in OPERATIONS.get(kind, ()):
             raise GatewayError.of(ErrorKind.MALFORMED, f"{operation} is not relayed as a {kind} request")
         caller = relay.caller_of(context.peer)
         permit = self._admit(context.remaining())
         try:
             if kind == RequestKind.SUBSCRIBE:
-                link = await self._ensure_link(context.deadline)
+                link = await self._link_for(caller, context.deadline)
                 if link.era == "modern":  # no resources/subscribe in 2026-07-28: the listen stream asks for it
                     await self.watch(str(params.get("uri")), operation == "resources/subscribe")
                     return {}
             return await self.pass_through(operation, params, caller, context)
-        except MCPError as exc:
-            _note_error(exc, context)
-            raise GatewayError(codec.failure_of_error(self.name, exc.code, exc.message, exc.data)) from None
+        except MCPError as exc:  # the server's own answer: relayed as it came by the MCP front
+            failure = codec.failure_of_error(self.name, exc.code, exc.message, exc.data)
+            raise UpstreamFailed(failure, _error_of(exc)) from None
         finally:
             self.breaker.release(permit)
 
@@ -843,7 +904,7 @@ class McpBackend(BaseBackend):
         if asker is not None and held.is_held(asker.request_state):
             hold = self.holds.resume(asker, principal, *held.identity(method, params))  # its MCPError as it is
             return await self._passed(method, hold.link, hold.exchange, hold.round(asker), remaining)
-        link = await self._ensure_link(time.monotonic() + remaining)
+        link = await self._link_for(caller, time.monotonic() + remaining)
         assert link.client is not None
         async with self._exchange(context) as exchange:
             if asker is not None and link.era == "legacy" and self.holds.limit > 0:
@@ -879,7 +940,7 @@ class McpBackend(BaseBackend):
         self.breaker.success()
         if isinstance(result, tasks.TaskAnswer):
             return tasks.wire(result)
-        return result.model_dump(by_alias=True, mode="json", exclude_none=True)  # type: ignore[no-any-return]
+        return result.model_dump(by_alias=True, mode="json", exclude_unset=True)  # type: ignore[no-any-return]
 
     @property
     def era(self) -> str | None:
@@ -1019,6 +1080,9 @@ class McpBackend(BaseBackend):
         link, self._link = self._link, None
         if link is not None:
             await link.close()
+        companion, self._legacy = self._legacy, None
+        if companion is not None:
+            await companion.close()
         if self._http is not None:
             await self._http.aclose()
             self._http = None
@@ -1061,16 +1125,15 @@ async def _held(link: Link, caller: relay.Caller, hold: held.Hold, send: Awaitab
         return await send
 
 
-def _note_error(exc: MCPError, context: CallContext) -> None:
-    """The JSON-RPC error an MCP front answers its caller with, as it is (`Endpoint._result` reads it)."""
-    context.notes["mcp_error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
+def _error_of(exc: MCPError) -> Upstream:
+    """A JSON-RPC error as the MCP front answers its caller with it, as it is."""
+    return Upstream(codec.PROTOCOL, error={"code": exc.code, "message": exc.message, "data": exc.data})
 
 
-def _refused(exc: MCPError, context: CallContext) -> GatewayError:
+def _refused(exc: MCPError) -> UpstreamFailed:
     """A 2026-07-28 retry the gateway itself refuses (its requestState names no call held for it): the MCP
-    front answers the JSON-RPC error as it is."""
-    _note_error(exc, context)
-    return GatewayError.of(ErrorKind.MALFORMED, exc.message)
+    front answers the JSON-RPC error as it is (the SDK's own refusal), as it would an upstream's."""
+    return UpstreamFailed(Failure(kind=ErrorKind.MALFORMED, message=exc.message), _error_of(exc))
 
 
 def _answers(caller: relay.Caller | None) -> bool:

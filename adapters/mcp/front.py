@@ -40,6 +40,7 @@ from mcp.server import NotificationOptions, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -153,6 +154,20 @@ def call_result_wire(spec: ToolSpec, value: Any) -> dict[str, Any]:
 
 def call_result(spec: ToolSpec, value: Any) -> types.CallToolResult:
     return types.CallToolResult.model_validate(call_result_wire(spec, value), by_name=False)
+
+
+def own_result(raw: dict[str, Any]) -> dict[str, Any]:
+    """An MCP upstream's result as the front answers it: everything as the server gave it, but its own
+    `serverInfo` stamp (the caller talks to the gateway, whose stamp the SDK puts in its place)."""
+    meta = raw.get("_meta")
+    if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
+        raw = dict(raw)
+        kept = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY}
+        if kept:
+            raw["_meta"] = kept
+        else:
+            del raw["_meta"]
+    return raw
 
 
 def error_result_wire(failure: Failure, call_id: str | None) -> dict[str, Any]:
@@ -481,18 +496,17 @@ class Endpoint:
         progress = None if relayed else progress_token(ctx)
         outcome = await self._with_progress(ctx, progress, self.services.call(call))
         if relayed:
-            await self._note_held(context, outcome.spec or spec)
+            await self._note_held(context, outcome, outcome.spec or spec)
         return await self._result(name, spec, context, outcome, wire=False)
 
-    async def _note_held(self, context: CallContext, spec: ToolSpec) -> None:
-        """Record the replica that holds a call for its caller's answers (`held`); forget one that ended."""
-        answer = context.notes.get("mcp_result")
+    async def _note_held(self, context: CallContext, outcome: Outcome, spec: ToolSpec) -> None:
+        """Record the replica that holds a call for its caller's answers (`held`)."""
+        answer = outcome.upstream.result if outcome.upstream is not None else None
         token = answer.get("requestState") if isinstance(answer, dict) else None
-        over = context.notes.get(held.OVER_NOTE)
-        if held.is_held(token) or over is not None:
+        if held.is_held(token):
             backend = self.services.backend(spec.backend)
             wait_s = getattr(getattr(backend, "settings", None), "answer_timeout_s", 0.0)
-            await held.record(self, token, over, context.principal, wait_s)
+            await held.record(self, token, context.principal, wait_s)
 
     async def call_plain(
         self,
@@ -525,22 +539,26 @@ class Endpoint:
     async def _result(
         self, name: str, spec: ToolSpec, context: CallContext, outcome: Outcome, *, wire: bool
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
-        """A call's outcome as MCP: a success (as JSON when `wire` and no MCP upstream's), an upstream's interim
-        result, a tool error as an `isError` result (as JSON when `wire`), or a protocol error raised as
-        `MCPError`."""
-        if outcome.error is None:
-            raw = context.notes.get("mcp_result")
-            if isinstance(raw, dict) and raw.get("resultType") == "input_required":
+        """A call's outcome as MCP: an MCP upstream's own answer as it came (its result, `isError` result,
+        interim result or JSON-RPC error: a transparent hop), else a success rendered from the canonical value
+        (as JSON when `wire`), a tool error as an `isError` result (as JSON when `wire`), or a protocol error
+        raised as `MCPError`."""
+        upstream = outcome.upstream if outcome.upstream is not None and outcome.upstream.protocol == "mcp" else None
+        raw = upstream.result if upstream is not None and isinstance(upstream.result, dict) else None
+        if upstream is not None and isinstance(upstream.error, dict):  # its own JSON-RPC error, as it came
+            raise MCPError(upstream.error["code"], upstream.error["message"], upstream.error.get("data"))
+        if raw is not None:
+            if raw.get("resultType") == "input_required":
                 return types.InputRequiredResult.model_validate(raw, by_name=False)
-            if isinstance(raw, dict) and raw.get("resultType") == tasks.CREATED:  # its id sealed for this caller
+            if raw.get("resultType") == tasks.CREATED:  # its id sealed for this caller
                 return await self.passthrough.tasks.created(context.principal, (outcome.spec or spec).backend, raw)
-            if wire and raw is None:
+            kept = own_result(raw)  # content, structuredContent, isError, _meta: as the server gave them
+            return kept if wire else types.CallToolResult.model_validate(kept, by_name=False)
+        if outcome.error is None:
+            if wire:
                 return call_result_wire(outcome.spec or spec, outcome.value)
             return call_result(outcome.spec or spec, outcome.value)
         failure = outcome.error
-        answered = context.notes.get("mcp_error")
-        if isinstance(answered, dict):  # an MCP upstream's own JSON-RPC error: relayed as it came
-            raise MCPError(answered["code"], answered["message"], answered.get("data"))
         if failure.kind == ErrorKind.NOT_FOUND:
             raise _unknown_tool(name)
         if failure.kind in (ErrorKind.MALFORMED, ErrorKind.TOO_LARGE):

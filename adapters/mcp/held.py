@@ -59,7 +59,6 @@ STORE_SPACE: Final = "held.mcp"  # state store: owned_key(it, principal, token) 
 MAX_QUESTIONS: Final = 32  # questions one held call may ask; the next is refused to the upstream
 INVALID_STATE: Final = "Invalid or expired requestState"  # the `mcp` SDK's wording, code and data
 METHODS: Final = ("tools/call", "resources/read", "prompts/get")  # the requests a hold is made for
-OVER_NOTE: Final = "mcp_held_over"  # `CallContext.notes`: a token this round ended (its call ended, or a new one)
 RECORD_SLACK_S: Final = 60.0  # a hold's record outlives its answer wait by this (the retry's round included)
 ENDED: Final = "The gateway's caller did not answer before the call ended"  # the upstream's question's answer
 
@@ -174,7 +173,7 @@ class Hold:
                 raise GatewayError(self.holds.full(self.tool, self._capability()))
             asked = {key: _wire(question.request) for key, question in self.open.items()}
             return types.InputRequiredResult.model_validate(
-                {"inputRequests": asked, "requestState": self.token}, by_name=False
+                {"resultType": "input_required", "inputRequests": asked, "requestState": self.token}, by_name=False
             )
         finally:
             self.busy = False
@@ -304,20 +303,17 @@ class Holds:
 # ---- the front's side: where a hold lives ----
 
 
-async def record(
-    endpoint: Endpoint, token: str | None, over: str | None, principal: Principal | None, answer_s: float
-) -> None:
+async def record(endpoint: Endpoint, token: str | None, principal: Principal | None, answer_s: float) -> None:
     """Note in the state store that this replica holds the call `token` names (its home, for `route`), for
-    its backend's answer wait `answer_s` and `RECORD_SLACK_S`; forget the call `over` names, which ended here.
+    its backend's answer wait `answer_s` and `RECORD_SLACK_S`, under the caller's principal. A round that
+    ended leaves its record to expire: a retry naming it is refused where it is routed, as anywhere.
     A store failure costs only the forwarding (a retry that reaches this replica still finds the call)."""
-    store = endpoint.services.store
+    if not is_held(token):
+        return
+    owner = principal_name(principal)
+    home = {"home": endpoint.services.replicas.id, "principal": owner}
     try:
-        owner = principal_name(principal)
-        if is_held(token):
-            home = {"home": endpoint.services.replicas.id, "principal": owner}
-            await store.set(owned_key(STORE_SPACE, owner, str(token)), home, answer_s + RECORD_SLACK_S)
-        if is_held(over):
-            await store.delete(owned_key(STORE_SPACE, owner, str(over)))
+        await endpoint.services.store.set(owned_key(STORE_SPACE, owner, str(token)), home, answer_s + RECORD_SLACK_S)
     except GatewayError as exc:
         log.warning("mcp_held_call_not_recorded", error=exc.failure.message)
 

@@ -249,7 +249,7 @@ class Passthrough:
         outcome = await self.endpoint.services.call(call)
         if outcome.error is None:
             return outcome.value  # type: ignore[no-any-return]
-        answered = context.notes.get("mcp_error")
+        answered = outcome.upstream.error if outcome.upstream is not None else None
         if isinstance(answered, dict):  # the server's own answer
             raise MCPError(answered["code"], answered["message"], answered.get("data"))
         raise GatewayError(outcome.error)
@@ -425,16 +425,13 @@ class Passthrough:
         typed: Any = None,
         principal: Principal | None = None,
     ) -> dict[str, Any]:
-        caller_state = getattr(typed, "request_state", None)
         try:
             answer = await self.request(kind, backend, method, params, ctx, principal, typed)
         except GatewayError as exc:
             raise _unavailable(exc) from None
-        # A request held for this caller's answers (`held`): where it is held, and where it no longer is.
+        # A request held for this caller's answers (`held`): where it is held.
         token = answer.get("requestState") if answer.get("resultType") == "input_required" else None
-        over = caller_state if held.is_held(caller_state) and caller_state != token else None
-        if held.is_held(token) or over is not None:
-            await held.record(self.endpoint, token, over, principal, backend.settings.answer_timeout_s)
+        await held.record(self.endpoint, token, principal, backend.settings.answer_timeout_s)
         return answer
 
     # ---- what the servers say ----

@@ -12,12 +12,14 @@ own summary is not trusted for the verdict: a scenario it lists but never wrote 
 
 `--target NAME` starts what `TARGETS` names, on a free loopback port, runs the suite against it and stops
 it: `reference` (tests/mcp/reference_server.py, graded directly), `toolplex-reference` (Toolplex fronting
-it as a `kind: mcp` backend), `toolplex-legacy-reference` (the same over the handshake era only) and `toolplex`
-(Toolplex's own tools) (`make conformance CONFORMANCE_TARGETS=...`).
+it as a `kind: mcp` backend), `toolplex-legacy-reference` (the same over the handshake era only), `toolplex`
+(Toolplex's own tools), `decorated` (tests/mcp/decorated_server.py, a server written with the SDK's
+`MCPServer` decorators, graded directly) and `toolplex-decorated` (Toolplex fronting it as a `kind: mcp`
+backend, `era: auto`: it must pass every scenario the server passes directly)
+(`make conformance CONFORMANCE_TARGETS=...`).
 
-Exit status 0 when every counted scenario passed (for the `toolplex` and `toolplex-legacy-reference` targets:
-all but those in `EXPECTED_FAILURES`, each needing a feature that target lacks), 1 otherwise, 2 when the suite
-is not installed.
+Exit status 0 when every counted scenario passed (for the targets in `EXPECTED_FAILURES`: all but those listed
+there, each needing a feature that target lacks), 1 otherwise, 2 when the suite is not installed.
 As a library, `run_versions(url, versions, out_dir)` returns the rows, so a test can run the same
 versions directly and through Toolplex and compare them key by key.
 """
@@ -283,13 +285,18 @@ def failed_checks(rows: Iterable[Any]) -> list[str]:
     return ["", "Failed checks:", *(f"- {row.version} {row.scenario}: {f}" for row in failed for f in row.failures)]
 
 
-@contextlib.contextmanager
-def reference_server() -> Iterator[str]:
+def reference_server() -> contextlib.AbstractContextManager[str]:
     """tests/mcp/reference_server.py on a free loopback port; yields its MCP URL, stops it after."""
+    return _python_server("tests.mcp.reference_server")
+
+
+@contextlib.contextmanager
+def _python_server(module: str) -> Iterator[str]:
+    """`python -m <module> --port P` on a free loopback port; yields its MCP URL, stops it after."""
     port = free_port()
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.mcp.reference_server", "--port", str(port)],
+            [sys.executable, "-m", module, "--port", str(port)],
             cwd=ROOT,
             stdout=log,
             stderr=log,
@@ -366,6 +373,26 @@ def toolplex_legacy_reference_server() -> Iterator[str]:
         yield url
 
 
+def decorated_server() -> contextlib.AbstractContextManager[str]:
+    """tests/mcp/decorated_server.py (`MCPServer` decorators) on a free loopback port; yields its MCP URL."""
+    return _python_server("tests.mcp.decorated_server")
+
+
+# Toolplex fronting the decorated server, as `toolplex-reference` fronts the reference (`era: auto`): the
+# upstream speaks both eras, so the gateway's connection to it is 2026-07-28 whatever era the suite speaks.
+DECORATED_FRONTING_CONFIG: Final = """
+backends:
+  - {name: decorated, kind: mcp, url: "{upstream}", era: auto}
+"""
+
+
+@contextlib.contextmanager
+def toolplex_decorated_server() -> Iterator[str]:
+    """Toolplex with the decorated server as its one `kind: mcp` backend; yields Toolplex's MCP URL."""
+    with decorated_server() as upstream, gateway_with(DECORATED_FRONTING_CONFIG.replace("{upstream}", upstream)) as url:
+        yield url
+
+
 # What a target is not expected to pass, and why: Toolplex's own tools lack these features (resources,
 # prompts and completions come from MCP backends only; a catalog tool cannot log to the client or ask it
 # anything; Python tools have no hand-written 2020-12 schema; the canonical model has no x-mcp-header
@@ -431,9 +458,16 @@ _HANDSHAKE_UPSTREAM_LACKS: Final = {
     "input-required-result-multiple-input-requests": "several questions at once (it asks them one per round)",
     **{name: "the tasks extension" for name in _OWN_TOOLS_LACK if name.startswith("tasks-")},
 }
+# What the SDK's `MCPServer` does not implement (tests/mcp/decorated_server.py): the tasks extension. Through
+# Toolplex the decorated server is expected to fail exactly these too, and nothing else.
+_MCPSERVER_LACKS: Final = {
+    name: "the tasks extension (MCPServer has none)" for name in _HANDSHAKE_UPSTREAM_LACKS if name.startswith("tasks-")
+}
 EXPECTED_FAILURES: Final[dict[str, dict[str, str]]] = {
     "toolplex": _OWN_TOOLS_LACK,
     "toolplex-legacy-reference": _HANDSHAKE_UPSTREAM_LACKS,
+    "decorated": _MCPSERVER_LACKS,
+    "toolplex-decorated": _MCPSERVER_LACKS,
 }
 
 
@@ -454,6 +488,8 @@ TARGETS: Final[dict[str, Callable[[], contextlib.AbstractContextManager[str]]]] 
     "toolplex": toolplex_server,
     "toolplex-reference": toolplex_reference_server,
     "toolplex-legacy-reference": toolplex_legacy_reference_server,
+    "decorated": decorated_server,
+    "toolplex-decorated": toolplex_decorated_server,
 }
 
 
