@@ -15,7 +15,7 @@ connection, and while two or more are in flight it reaches none (logged, or decl
 told whose it is. Progress names its request, so it always reaches its caller.
 
 A handshake-era server's question to a 2026-07-28 caller cannot be put as a request: the call is held
-open (`adapters.mcp.held`, the `Pending.hold`) and the question goes back as an `InputRequiredResult`.
+open (`adapters.mcp.client.held`, the `Pending.hold`) and the question goes back as an `InputRequiredResult`.
 
 Each request in flight is a `Pending`: it also records whether the server asked its caller anything
 (the answer then depends on more than the arguments, so it is not cached) and which question was
@@ -28,18 +28,36 @@ implements it, the backend uses it, neither knows the other.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
 import mcp_types as types
 import structlog
 from mcp.client.session import ClientRequestContext
 
+from adapters.mcp import sdk
+
 log = structlog.get_logger("toolplex.mcp")
 
 LOG_LEVEL_META_KEY: Final = "io.modelcontextprotocol/logLevel"
 CLIENT_CAPABILITIES_META_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"  # SEP-2663 (adapters.mcp.tasks relays it)
+# A handshake-era server's call held open for a 2026-07-28 caller's answers (`adapters.mcp.client.held`):
+HELD_PREFIX: Final = "toolplex-held."  # its `requestState` (an upstream's own never opens a hold)
+HELD_METHODS: Final = ("tools/call", "resources/read", "prompts/get")  # the requests a hold is made for
+INVALID_STATE: Final = "Invalid or expired requestState"  # the `mcp` SDK's refusal: wording, code and data
+
+
+def is_held(state: str | None) -> bool:
+    """A `requestState` of a held call (the gateway's own), not an upstream's."""
+    return isinstance(state, str) and state.startswith(HELD_PREFIX)
+
+
+def invalid_state() -> Any:
+    """The SDK's own refusal of a `requestState` that names no call held for this caller."""
+    from mcp.shared.exceptions import MCPError
+
+    return MCPError(types.INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
 
 
 class Caller(Protocol):
@@ -87,8 +105,31 @@ class Caller(Protocol):
 CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("toolplex_mcp_caller", default=None)
 
 
+class Server(Protocol):
+    """A `kind: mcp` backend as the MCP front sees it: what it needs to pass its caller's resources, prompts,
+    tasks and subscriptions on (the backend implements it; the front never imports the backend)."""
+
+    name: str
+    toolkit: str  # its tools' toolkit before routing (the backend's name)
+    settings: Any  # its `McpBackendSettings`: `rename`, `routed_toolkit`, `renames_toolkit`, `max_pages`, ...
+
+    @property
+    def era(self) -> str | None:
+        """ "modern" or "legacy": the era of its main connection, None while there is none."""
+        ...
+
+    @property
+    def extensions(self) -> dict[str, Any]:
+        """What the server advertised under `capabilities.extensions` (2026-07-28)."""
+        ...
+
+    def listen(self, listener: Callable[[Any], Awaitable[None]]) -> None:
+        """Have `listener` hear what the server says of its resources and prompts."""
+        ...
+
+
 class Questions(Protocol):
-    """Who answers a held call's questions (`adapters.mcp.held.Hold`): its 2026-07-28 caller, by retry."""
+    """Who answers a held call's questions (`adapters.mcp.client.held.Hold`): its 2026-07-28 caller, by retry."""
 
     @property
     def capabilities(self) -> dict[str, Any]:
@@ -221,17 +262,15 @@ def stamp_caller_capabilities(session: Any) -> None:
     declares all three kinds of question (it relays them) and the tasks extension (it reads a task).
     A server must not ask what the real client cannot answer, nor create a task it cannot poll, so the
     caller's own declaration replaces them (`declared`); a request with no caller (another front's, a
-    discovery) declares none. Wraps the SDK session's private stamp: it has no public hook.
+    discovery) declares none. The SDK has no public hook for it (`sdk.wrap_request_stamp`).
     """
-    original = session._stamp
 
-    def stamp(data: dict[str, Any], opts: Any) -> None:
-        original(data, opts)
+    def restamp(data: dict[str, Any]) -> None:
         meta = (data.get("params") or {}).get("_meta")
         if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
             meta[CLIENT_CAPABILITIES_META_KEY] = declared(CALLER.get())
 
-    session._stamp = stamp
+    sdk.wrap_request_stamp(session, restamp)
 
 
 def declared(caller: Caller | None) -> dict[str, Any]:

@@ -33,11 +33,24 @@ __all__ = [
     "register_session",
     "server_info_stamp",
     "sse_event",
+    "sse_headers",
+    "sse_window",
     "wrap_request_stamp",
     "write_modern",
 ]
 
 # ---- the server: the stateless era's answer, as its entry point writes it ----
+
+
+def sse_window() -> float:
+    """How long the stateless entry point answers a call as JSON before it commits to an SSE stream (and how
+    often it pings that stream): read per request (tests shorten it)."""
+    return float(_modern._SSE_PING_INTERVAL)
+
+
+def sse_headers() -> Any:
+    """The headers of the stateless entry point's SSE answer (ASGI form)."""
+    return _modern._SSE_HEADERS
 
 
 def sse_event(message: Any) -> bytes:

@@ -29,8 +29,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from adapters.mcp.client.settings import McpBackendSettings
 from adapters.mcp.codec import McpTool
-from adapters.mcp.settings import McpBackendSettings
 from gateway.backends import Backend, BackendContext
 from gateway.catalog import Catalog
 from gateway.config.models import LimitsSettings

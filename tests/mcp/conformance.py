@@ -359,7 +359,7 @@ def toolplex_reference_server() -> Iterator[str]:
 
 
 # The same, but the gateway speaks only the handshake era to the reference server (`era: legacy`): a
-# 2026-07-28 client's questions then cross eras (adapters/mcp/held.py holds the upstream's call open).
+# 2026-07-28 client's questions then cross eras (adapters/mcp/client/held.py holds the upstream's call open).
 LEGACY_FRONTING_CONFIG: Final = """
 backends:
   - {name: reference, kind: mcp, url: "{upstream}", era: legacy}
@@ -451,7 +451,7 @@ _OWN_TOOLS_LACK: Final = {
 }
 # What a handshake-era upstream cannot give a 2026-07-28 client, whatever the gateway does: it sees the
 # capabilities its connection declared, not each request's; its questions come one at a time with no key
-# of their own (adapters/mcp/held.py names them); and it has no tasks extension.
+# of their own (adapters/mcp/client/held.py names them); and it has no tasks extension.
 _HANDSHAKE_UPSTREAM_LACKS: Final = {
     "server-stateless": "per-request client capabilities (test_missing_capability runs for a client without sampling)",
     "input-required-result-basic-elicitation": "the server's own key for a question (user_name; the gateway's is q0)",

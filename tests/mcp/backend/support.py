@@ -8,8 +8,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from adapters.mcp.backend import McpBackend
-from adapters.mcp.settings import McpBackendSettings
+from adapters.mcp.client.backend import McpBackend
+from adapters.mcp.client.settings import McpBackendSettings
 from gateway.backends import BackendContext
 from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher

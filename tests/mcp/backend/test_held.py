@@ -1,4 +1,4 @@
-"""The bounds of a held call (adapters/mcp/held.py): the answer wait, the number held, the questions per
+"""The bounds of a held call (adapters/mcp/client/held.py): the answer wait, the number held, the questions per
 call, and a round whose caller goes away. In process: the upstream's call is a coroutine that asks as
 the SDK's callback would (the cross-process behaviour is tests/mcp/front/test_held_questions.py)."""
 
@@ -12,7 +12,8 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from adapters.mcp import held, relay
+from adapters.mcp import relay
+from adapters.mcp.client import held
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import Principal
 
@@ -83,7 +84,7 @@ async def test_an_answer_resumes_the_call_and_its_result_ends_the_hold() -> None
     assert not holds.holding(hold)
     with pytest.raises(MCPError) as refusal:
         holds.resume(retry, ALICE, "greet", {})
-    assert refusal.value.error.message == held.INVALID_STATE
+    assert refusal.value.error.message == relay.INVALID_STATE
 
 
 async def test_a_retry_names_its_callers_call_for_its_tool_and_arguments_only() -> None:

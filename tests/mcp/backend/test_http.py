@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from adapters.mcp import codec
-from adapters.mcp.backend import McpBackend
-from adapters.mcp.settings import McpBackendSettings
+from adapters.mcp.client.backend import McpBackend
+from adapters.mcp.client.settings import McpBackendSettings
 from gateway.backends import BackendContext
 from gateway.errors import ErrorKind, GatewayError
 from gateway.model import CallContext, ToolSpec

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from adapters.mcp.settings import McpBackendSettings
+from adapters.mcp.client.settings import McpBackendSettings
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 from tests.support import ROOT

@@ -11,7 +11,7 @@ from typing import Any
 import psutil
 import pytest
 
-from adapters.mcp.backend import McpBackend
+from adapters.mcp.client.backend import McpBackend
 from gateway.backends import Health
 from gateway.errors import ErrorKind, GatewayError
 from tests.isolation.processes import eventually, running

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import mcp_types as types
 
-from adapters.mcp import direct
-from adapters.mcp.sessions import EventLogs
+from adapters.mcp.server import direct
+from adapters.mcp.server.sessions import EventLogs
 from gateway.ownership import Shares
 
 

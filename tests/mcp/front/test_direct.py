@@ -1,4 +1,4 @@
-"""The MCP front's direct path (adapters/mcp/direct.py) answers exactly as the SDK would.
+"""The MCP front's direct path (adapters/mcp/server/direct.py) answers exactly as the SDK would.
 
 A real gateway on a loopback port (uvicorn in this process, so the test can flip `direct.ENABLED`)
 gets each request twice, through the direct path and through the SDK, and both answers must agree:
@@ -24,7 +24,6 @@ from typing import Annotated, Any
 
 import httpx
 import httpx2
-import mcp.server._streamable_http_modern as modern
 import mcp_types as types
 import orjson
 import pytest
@@ -35,7 +34,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.runner import ServerRunner
 from mcp.shared.exceptions import MCPError
 
-from adapters.mcp import direct
+from adapters.mcp import sdk
+from adapters.mcp.server import direct
 from adapters.python import Toolkit, tool
 from gateway.app import create_app
 from gateway.config import parse_config
@@ -515,7 +515,7 @@ async def test_a_call_its_client_abandons_is_cancelled(base: str, on: bool, take
 async def test_a_call_outliving_the_sse_window_is_streamed(
     base: str, on: bool, monkeypatch: pytest.MonkeyPatch, taken: list[str], enabled: None
 ) -> None:
-    monkeypatch.setattr(modern, "_SSE_PING_INTERVAL", 0.3)
+    monkeypatch.setattr(sdk._modern, "_SSE_PING_INTERVAL", 0.3)
     body = call("Demo_Sleep", {"seconds": 1.5})  # five windows: the SDK's, and the path's, commit well before
     answer = await exchange(f"{base}/mcp", encoded(body), headers_of(body), on=on)
     assert answer.status == 200 and answer.content_type == "text/event-stream"
@@ -562,7 +562,7 @@ PLAIN = {0, 1, 2, 3, 4, 6, 11}  # text blocks, plain JSON structured content, a 
 
 @pytest.mark.parametrize(("index", "wire"), list(enumerate(RESULTS)), ids=[str(i) for i in range(len(RESULTS))])
 def test_result_shaping_is_the_sdks(index: int, wire: dict[str, Any]) -> None:
-    from adapters.mcp.front import _Server
+    from adapters.mcp.server.endpoint import _Server
 
     server = _Server("toolplex", version="1.2.3", title="Toolplex")
     result = types.CallToolResult.model_validate(wire, by_name=False)

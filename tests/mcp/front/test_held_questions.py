@@ -2,7 +2,7 @@
 
 The upstream (tests/mcp/reference_server.py, held to the handshake era by `era: legacy`) asks its client
 mid-call; the gateway holds that call open, hands the question to the 2026-07-28 caller, and answers the
-upstream with what the caller's retry carries (adapters/mcp/held.py).
+upstream with what the caller's retry carries (adapters/mcp/client/held.py).
 
 Real processes: the reference server, two `toolplex serve` replicas in front of it sharing a real
 Redis, two API keys. The 2026-07-28 requests are raw HTTP where the exact bytes matter (the retry a
@@ -22,7 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from adapters.mcp import held
+from adapters.mcp import relay
 from tests.mcp import conformance
 from tests.mcp.front.modern_http import DEADLINE_S, MODERN, Caller
 from tests.mcp.front.two_replicas import ALICE, BOB, fronting_reference
@@ -45,7 +45,7 @@ def asked(result: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
     assert result["resultType"] == "input_required", result
     (key, request), *more = result["inputRequests"].items()
     assert not more, result
-    assert result["requestState"].startswith(held.PREFIX)
+    assert result["requestState"].startswith(relay.HELD_PREFIX)
     return key, request, result["requestState"]
 
 
@@ -76,7 +76,7 @@ def test_the_question_goes_to_the_caller_and_its_retry_through_the_other_replica
     again = alice.request(a, "tools/call", retry({}, state, {key: NAME}))["error"]  # the call is over
     assert again == {
         "code": types.INVALID_PARAMS,
-        "message": held.INVALID_STATE,
+        "message": relay.INVALID_STATE,
         "data": {"reason": "invalid_request_state"},
     }
 
@@ -117,7 +117,7 @@ def test_a_held_call_answers_its_own_caller_only_for_its_own_tool_and_arguments(
     ]
     for answer in refusals:
         assert answer["error"]["code"] == types.INVALID_PARAMS, answer
-        assert answer["error"]["message"] == held.INVALID_STATE, answer
+        assert answer["error"]["message"] == relay.INVALID_STATE, answer
 
     unfit = alice.request(
         b,
@@ -155,7 +155,7 @@ def test_a_prompts_question_is_held_too_and_each_round_has_a_state_of_its_own(ga
     again, _, renewed = asked(unanswered)  # no answer: asked again, under a new state
     assert again == key and renewed != state
     stale = alice.request(b, "prompts/get", {"name": prompt, "requestState": state, "inputResponses": {}}, prompt)
-    assert stale["error"]["message"] == held.INVALID_STATE, stale
+    assert stale["error"]["message"] == relay.INVALID_STATE, stale
 
     context = {"action": "accept", "content": {"context": "held across eras"}}
     answered = {"name": prompt, "requestState": renewed, "inputResponses": {key: context}}
@@ -172,9 +172,9 @@ def test_a_state_no_replica_issued_is_refused_not_ignored(gateways: tuple[str, s
         "inputResponses": {"q0": NAME},
     }
     asked(alice.result(a, "tools/call", fresh))  # answers without a state answer nothing yet: the question is asked
-    for state in (held.PREFIX + "forged", "an-upstreams-own-state"):
+    for state in (relay.HELD_PREFIX + "forged", "an-upstreams-own-state"):
         answer = alice.request(a, "tools/call", retry({}, state, {"q0": NAME}))
-        assert answer["error"]["message"] == held.INVALID_STATE, answer
+        assert answer["error"]["message"] == relay.INVALID_STATE, answer
 
 
 def test_a_caller_that_cannot_answer_is_not_asked(gateways: tuple[str, str]) -> None:

@@ -57,7 +57,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     "mode",
     [
         pytest.param("legacy", id="handshake-era caller, asked directly"),
-        pytest.param("2026-07-28", id="2026-07-28 caller, by InputRequiredResult (adapters/mcp/held.py)"),
+        pytest.param("2026-07-28", id="2026-07-28 caller, by InputRequiredResult (adapters/mcp/client/held.py)"),
     ],
 )
 async def test_a_stdio_servers_question_reaches_the_one_caller_in_flight(base: str, mode: str) -> None:

@@ -22,8 +22,8 @@ from mcp import Client
 from mcp.client.extension import advertise
 from mcp.client.streamable_http import streamable_http_client
 
-from adapters.mcp import tasks
-from adapters.mcp.tasks import EXTENSION, Sealer
+from adapters.mcp.server import tasks
+from adapters.mcp.server.tasks import EXTENSION, Sealer
 from gateway.model import Principal
 from gateway.state import MemoryStore
 from tests.mcp import conformance

@@ -36,6 +36,7 @@ from mcp.server.streamable_http import (
 )
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from adapters.mcp import sdk
 from gateway.errors import GatewayError
 from gateway.ownership import OwnedEntries, Shares
 
@@ -189,7 +190,7 @@ class SessionManager(StreamableHTTPSessionManager):
     def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
         owner = OPENING.get()
         if self.max_sessions is not None:
-            if len(self._server_instances) >= self.max_sessions:
+            if len(sdk.open_sessions(self)) >= self.max_sessions:
                 return None
             share = self.shares.of(self.max_sessions)
             if self.held[owner] >= share:
@@ -204,9 +205,7 @@ class SessionManager(StreamableHTTPSessionManager):
             retry_interval=self.retry_interval,
             idle_timeout=self.session_idle_timeout,
         )
-        if requestor is not None:
-            self._session_owners[session_id] = requestor
-        self._server_instances[session_id] = transport
+        sdk.register_session(self, session_id, transport, requestor)
         self.owners[session_id] = owner
         self.held[owner] += 1
         return transport
@@ -219,4 +218,4 @@ class SessionManager(StreamableHTTPSessionManager):
                 del self.held[owner]
             self.logs.forget(session_id)
             self.on_discard(session_id)
-        await super()._discard_session(session_id, transport)
+        await sdk.discard_session(self, session_id, transport)

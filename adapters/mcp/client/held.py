@@ -1,26 +1,25 @@
 """A handshake-era upstream's question to a 2026-07-28 caller, relayed by holding the upstream's call open.
 
 A server of the handshake era (2025-06-18, 2025-11-25) asks its client mid-call (during `tools/call`,
-`prompts/get` or `resources/read`): it sends an
-`elicitation/create`, `sampling/createMessage` or `roots/list` request on the call's stream and waits
-for the answer before it answers the call. A 2026-07-28 client is never asked that way: it gets an
-`InputRequiredResult` and sends the call again with its `inputResponses`. Between the two the gateway
-keeps the upstream's call running (a `Hold`) and turns each question into an entry of an
-`InputRequiredResult`; the caller's retry answers the question, and the call goes on to its result or
-to the next question.
+`prompts/get` or `resources/read`): it sends an `elicitation/create`, `sampling/createMessage` or
+`roots/list` request on the call's stream and waits for the answer before it answers the call. A
+2026-07-28 client is never asked that way: it gets an `InputRequiredResult` and sends the call again
+with its `inputResponses`. Between the two the backend keeps the upstream's call running (a `Hold`) and
+turns each question into an entry of an `InputRequiredResult`; the caller's retry answers the question,
+and the call goes on to its result or to the next question. (Where the server speaks the caller's era
+too, no hold is needed: `McpBackend._link_for`.)
 
-- The `requestState` the caller echoes is `PREFIX` and a random token naming the hold. It is bound to
-  the caller's principal, the tool (prompt, URI) and a digest of its arguments, and is new each round: a
-  retry by anyone else, for another tool or with other arguments, or with an earlier round's state, gets
-  the SDK's own refusal (-32602 "Invalid or expired requestState").
-- A hold lives in the replica that holds the upstream's connection. The front records that replica in
-  the state store (`STORE_SPACE`, under the caller's principal), as it does a session's home, so a retry
-  that reaches another replica is forwarded there (`route`).
+- The `requestState` the caller echoes is `relay.HELD_PREFIX` and a random token naming the hold. It is
+  bound to the caller's principal, the tool (prompt, URI) and a digest of its arguments, and is new each
+  round: a retry by anyone else, for another tool or with other arguments, or with an earlier round's
+  state, gets the SDK's own refusal (-32602 "Invalid or expired requestState").
+- A hold lives in the replica that holds the upstream's connection; the front routes a retry there
+  (`adapters.mcp.server.held`).
 - Every part has a bound: the held calls per backend (`max_held_calls`, each principal its share of
   them: one caller's unanswered calls never keep another's from being held), the wait for an answer
   (`answer_timeout_s`, after which the upstream's call is cancelled), and the questions one call may
   ask (`MAX_QUESTIONS`). A round that times out or whose client goes away cancels the call, as an
-  ordinary call's would.
+  ordinary call's would; a hold that ends answers its open questions upstream with an error.
 """
 
 from __future__ import annotations
@@ -36,39 +35,21 @@ import mcp_types as types
 import orjson
 import structlog
 from mcp.shared.exceptions import MCPError
-from starlette.requests import Request
-from starlette.types import Message, Receive, Scope
 
-from adapters.mcp import direct, relay
+from adapters.mcp import relay
+from adapters.mcp.relay import HELD_PREFIX, invalid_state
 from gateway.errors import ErrorKind, GatewayError
-from gateway.http import json_response
 from gateway.model import Principal, principal_name
-from gateway.ownership import WHOLE, Shares, owned_key
+from gateway.ownership import WHOLE, Shares
 
 if TYPE_CHECKING:
-    from starlette.responses import Response
-
-    from adapters.mcp.backend import Link
-    from adapters.mcp.front import Endpoint
-    from adapters.mcp.http import Exchange
+    from adapters.mcp.client.http import Exchange
+    from adapters.mcp.client.link import Link
 
 log = structlog.get_logger("toolplex.mcp")
 
-PREFIX: Final = "toolplex-held."  # the requestState of a held call (an upstream's own never opens a hold)
-STORE_SPACE: Final = "held.mcp"  # state store: owned_key(it, principal, token) -> {"home": replica id, "principal"}
 MAX_QUESTIONS: Final = 32  # questions one held call may ask; the next is refused to the upstream
-INVALID_STATE: Final = "Invalid or expired requestState"  # the `mcp` SDK's wording, code and data
-METHODS: Final = ("tools/call", "resources/read", "prompts/get")  # the requests a hold is made for
-RECORD_SLACK_S: Final = 60.0  # a hold's record outlives its answer wait by this (the retry's round included)
 ENDED: Final = "The gateway's caller did not answer before the call ended"  # the upstream's question's answer
-
-
-def invalid_state() -> MCPError:
-    return MCPError(types.INVALID_PARAMS, INVALID_STATE, {"reason": "invalid_request_state"})
-
-
-def is_held(state: str | None) -> bool:
-    return isinstance(state, str) and state.startswith(PREFIX)
 
 
 def identity(method: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -266,7 +247,7 @@ class Holds:
             log.warning("mcp_held_calls_share_full", share=share, tool=hold.tool, principal=hold.principal or None)
             return False
         self.forget(hold)
-        hold.token = PREFIX + secrets.token_urlsafe(24)
+        hold.token = HELD_PREFIX + secrets.token_urlsafe(24)
         self._held[hold.token] = hold
         hold.expire_after(self.answer_s)
         return True
@@ -298,72 +279,3 @@ class Holds:
     def close(self) -> None:
         for hold in list(self._held.values()):
             hold.end()
-
-
-# ---- the front's side: where a hold lives ----
-
-
-async def record(endpoint: Endpoint, token: str | None, principal: Principal | None, answer_s: float) -> None:
-    """Note in the state store that this replica holds the call `token` names (its home, for `route`), for
-    its backend's answer wait `answer_s` and `RECORD_SLACK_S`, under the caller's principal. A round that
-    ended leaves its record to expire: a retry naming it is refused where it is routed, as anywhere.
-    A store failure costs only the forwarding (a retry that reaches this replica still finds the call)."""
-    if not is_held(token):
-        return
-    owner = principal_name(principal)
-    home = {"home": endpoint.services.replicas.id, "principal": owner}
-    try:
-        await endpoint.services.store.set(owned_key(STORE_SPACE, owner, str(token)), home, answer_s + RECORD_SLACK_S)
-    except GatewayError as exc:
-        log.warning("mcp_held_call_not_recorded", error=exc.failure.message)
-
-
-async def route(
-    endpoint: Endpoint, principal: Principal | None, scope: Scope, receive: Receive
-) -> tuple[Response | None, Receive]:
-    """A stateless retry (`METHODS`) whose `requestState` names a call another replica holds: that replica's
-    answer. Else (None, a `receive` that replays what was read): the request is served here."""
-    messages: list[Message] = []
-    size, limit = 0, endpoint.manager.max_request_body_size
-    while True:
-        message = await receive()
-        messages.append(message)
-        size += len(message.get("body", b""))
-        if message["type"] != "http.request" or size > limit or not message.get("more_body", False):
-            break
-    replayed = direct.replay(messages, receive)
-    body = b"".join(m.get("body", b"") for m in messages)
-    if b'"requestState"' not in body or size > limit:
-        return None, replayed
-    try:
-        decoded = orjson.loads(body)
-        token = decoded["params"]["requestState"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        return None, replayed
-    if not is_held(token):
-        return None, replayed
-    services = endpoint.services
-    try:
-        found = await services.store.get(owned_key(STORE_SPACE, principal_name(principal), token))
-    except GatewayError:
-        return None, replayed  # the store is out of reach: served here (the call is unknown here if held elsewhere)
-    request = Request(scope, replayed)
-    if (
-        not isinstance(found, dict)
-        or found.get("principal") != principal_name(principal)
-        or services.replicas.is_self(found.get("home"))
-        or services.forwarder.forwarded(request)
-    ):
-        return None, replayed
-    url = await services.forwarder.owner_url(found.get("home"))
-    if url is None:
-        return None, replayed  # its replica is gone, and the call with it: refused here
-    try:
-        return await services.forwarder.forward(request, url, body=body), replayed
-    except GatewayError as exc:
-        error = {"code": types.INTERNAL_ERROR, "message": exc.failure.message}
-        return json_response({"jsonrpc": "2.0", "id": _id_of(decoded), "error": error}, status=503), replayed
-
-
-def _id_of(decoded: Any) -> Any:
-    return decoded.get("id") if isinstance(decoded, dict) else None

@@ -23,11 +23,11 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 import anyio
 import structlog
-from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 from pydantic import ValidationError
 
+from adapters.mcp.sdk import TransportStreams
 from adapters.stdio import log_stderr
 
 log = structlog.get_logger("toolplex.mcp")

@@ -55,12 +55,10 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-import mcp.server._streamable_http_modern as modern
 import mcp_types as types
 import orjson
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
-from mcp.server.runner import _apply_middleware, _dump_result, _extract_meta, modern_error_data
+from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
@@ -84,11 +82,11 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from adapters.mcp import codec
+from adapters.mcp import codec, sdk
 from gateway.model import Principal, ToolSpec
 
 if TYPE_CHECKING:
-    from adapters.mcp.front import Endpoint
+    from adapters.mcp.server.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +196,7 @@ def _meta_is_valid(version: str, meta: dict[str, Any]) -> bool:
         try:
             methods.validate_client_request(TOOLS_CALL, version, params)
             types.CallToolRequestParams.model_validate(params, by_name=False)
-            verdict = _extract_meta(params) is not None
+            verdict = sdk.extract_meta(params) is not None
         except (KeyError, ValueError):  # pydantic's ValidationError is a ValueError
             verdict = False
         _remember(_metas, key, verdict, len(key[1]))
@@ -251,7 +249,7 @@ async def serve(
         or manager.security_settings is not None
         or TOOLS_CALL in server.cache_hints
         or len(server.middleware) != 1
-        or type(server.middleware[0]) is not OpenTelemetryMiddleware
+        or type(server.middleware[0]) is not sdk.OpenTelemetryMiddleware
     ):
         return receive
     # One pass over the header lines (ASGI names them in lower case): the first value of each header read
@@ -374,18 +372,18 @@ async def _answer(
         else:  # the SDK's middleware (its span) around the handler, with the context it would build
             ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
                 session=_NO_SESSION,  # type: ignore[arg-type]
-                lifespan_context=endpoint.manager._lifespan_state,
+                lifespan_context=sdk.lifespan_state(endpoint.manager),
                 protocol_version=version,
                 method=TOOLS_CALL,
                 params=params,
                 request_id=request_id,
-                meta=_extract_meta(params),
+                meta=sdk.extract_meta(params),
                 request=Request(scope),
             )
             call: Handler = partial(_shaped, endpoint, principal, name, arguments, server, version)
             for middleware in reversed(server.middleware):
-                call = partial(_apply_middleware, middleware, call)
-            result = _dump_result(await call(ctx))
+                call = partial(sdk.apply_middleware, middleware, call)
+            result = sdk.dump_result(await call(ctx))
     except asyncio.CancelledError:
         if not flight.disconnected:
             raise
@@ -400,9 +398,9 @@ async def _answer(
         return  # the client went away: the call was cancelled, and nobody is there to answer
     if flight.committed:
         message = error or types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
-        await send({"type": "http.response.body", "body": modern._sse_event(message), "more_body": False})
+        await send({"type": "http.response.body", "body": sdk.sse_event(message), "more_body": False})
     elif error is not None:
-        await modern._write(error, scope, receive, send)
+        await sdk.write_modern(error, scope, receive, send)
     else:
         data = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
         await send(
@@ -441,7 +439,7 @@ def _span_is_silent(meta: dict[str, Any]) -> bool:
 def _shape(server: Any, version: str, result: Any) -> dict[str, Any]:
     """`ServerRunner._serialize` for `tools/call` at a 2026-era version with no cache hint (the only case here):
     the result sieved by the version's surface, `resultType` filled, the `serverInfo` stamp in `_meta`."""
-    dumped = _dump_result(result)
+    dumped = sdk.dump_result(result)
     result_type = dumped.get("resultType")
     if not isinstance(result_type, str) or result_type in CORE_RESULT_TYPES:
         try:
@@ -457,7 +455,7 @@ def _shape(server: Any, version: str, result: Any) -> dict[str, Any]:
 def _stamped(server: Any, dumped: dict[str, Any]) -> dict[str, Any]:
     """The `serverInfo` stamp, as `ServerRunner._stamp_server_info` puts it: the server's once-made dump rather
     than a deep copy of it, as the answer is encoded before anything could change it."""
-    stamp = server._server_info_stamp_source
+    stamp = sdk.server_info_stamp(server)
     meta = dumped.get("_meta")
     if meta is None:
         dumped["_meta"] = {SERVER_INFO_META_KEY: stamp}
@@ -528,7 +526,7 @@ class _Flight:
 
     def __init__(self, receive: Receive, send: Send) -> None:
         self.receive, self.send = receive, send
-        self.window: float = modern._SSE_PING_INTERVAL  # read per request: the tests shorten it
+        self.window: float = sdk.sse_window()  # read per request: the tests shorten it
         self.committed = False
         self.disconnected = False
         self.call_task = asyncio.current_task()
@@ -561,7 +559,7 @@ class _Flight:
 
     async def _keepalive(self) -> None:
         self.committed = True
-        await self.send({"type": "http.response.start", "status": 200, "headers": modern._SSE_HEADERS})
+        await self.send({"type": "http.response.start", "status": 200, "headers": sdk.sse_headers()})
         while True:
             await self.send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
             await asyncio.sleep(self.window)

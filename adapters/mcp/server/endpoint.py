@@ -9,7 +9,7 @@ caller's permissions and the virtual server's globs) and the one dispatch core (
 What lives here and not in the SDK: authentication (the gateway's API keys and JWTs, 401 with
 `WWW-Authenticate`), header values stripped of surrounding whitespace (uvicorn's httptools parser keeps
 it; the SDK then rejects `Mcp-Name:  tool `), sessions owned by their principal, each with its own
-bounded event log (`adapters.mcp.sessions`: another session's `Last-Event-ID` replays nothing), sessions
+bounded event log (`adapters.mcp.server.sessions`: another session's `Last-Event-ID` replays nothing), sessions
 recorded in the state store under their principal so another replica forwards a session's requests to
 its home (and answers 404 for one nobody holds, or someone else's), progress while a call runs,
 `notifications/tools/list_changed` when the catalog changes, and the search meta-tools.
@@ -48,9 +48,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from adapters.mcp import codec, direct, held, passthrough, tasks
-from adapters.mcp.passthrough import Passthrough, progress_token
-from adapters.mcp.sessions import OPENING, EventLogs, SessionManager
+from adapters.mcp import codec, relay, sdk
+from adapters.mcp.server import direct, held, passthrough, tasks
+from adapters.mcp.server.passthrough import Passthrough, progress_token
+from adapters.mcp.server.sessions import OPENING, EventLogs, SessionManager
 from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import json_response
@@ -58,7 +59,7 @@ from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permi
 from gateway.ownership import owned_key
 
 if TYPE_CHECKING:
-    from adapters.mcp.front_settings import McpFrontSettings
+    from adapters.mcp.server.settings import McpFrontSettings
     from gateway.services import FrontServices
 
 FRONT: Final = "mcp"
@@ -425,7 +426,7 @@ class Endpoint:
 
     def live_sessions(self) -> dict[str, Any]:
         """The handshake-era sessions open here now, by id."""
-        live = set(self.manager._server_instances)  # the SDK offers no other view of them
+        live = set(sdk.open_sessions(self.manager))
         for session_id in [s for s in self.sessions if s not in live]:
             self.sessions.pop(session_id, None)
         return dict(self.sessions)
@@ -503,7 +504,7 @@ class Endpoint:
         """Record the replica that holds a call for its caller's answers (`held`)."""
         answer = outcome.upstream.result if outcome.upstream is not None else None
         token = answer.get("requestState") if isinstance(answer, dict) else None
-        if held.is_held(token):
+        if relay.is_held(token):
             backend = self.services.backend(spec.backend)
             wait_s = getattr(getattr(backend, "settings", None), "answer_timeout_s", 0.0)
             await held.record(self, token, context.principal, wait_s)
@@ -673,7 +674,7 @@ class Endpoint:
             if (replayed := await direct.serve(self, principal, scope, receive, send)) is None:
                 return
             receive = replayed
-            if scope["method"] == "POST" and _first(scope["headers"], b"mcp-method") in held.METHODS:
+            if scope["method"] == "POST" and _first(scope["headers"], b"mcp-method") in relay.HELD_METHODS:
                 # a retry answering the questions of a call another replica holds is answered there
                 forwarded, receive = await held.route(self, principal, scope, receive)
                 if forwarded is not None:
@@ -693,7 +694,7 @@ class Endpoint:
         home = record.get("home")
         request = Request(scope, receive)
         if self.services.replicas.is_self(home) or self.services.forwarder.forwarded(request):
-            if session_id not in self.manager._server_instances:
+            if session_id not in sdk.open_sessions(self.manager):
                 await store.delete(key)
                 return _not_found()
             await store.touch(key, self.settings.session_idle_s)

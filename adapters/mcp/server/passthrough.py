@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import mcp_types as types
 import structlog
@@ -33,16 +33,17 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.uri_template import UriTemplate
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from adapters.mcp import codec, held, relay
-from adapters.mcp.tasks import Tasks
+from adapters.mcp import codec, relay
+from adapters.mcp.relay import Server
+from adapters.mcp.server import held
+from adapters.mcp.server.tasks import Tasks
 from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, GatewayError
 from gateway.model import Call, CallContext, Principal, RequestKind, principal_name
 from gateway.ownership import OwnedEntries
 
 if TYPE_CHECKING:
-    from adapters.mcp.backend import McpBackend
-    from adapters.mcp.front import Ctx, Endpoint
+    from adapters.mcp.server.endpoint import Ctx, Endpoint
 
 log = structlog.get_logger("toolplex.mcp")
 
@@ -115,13 +116,13 @@ def progress_token(ctx: Ctx) -> str | int | None:
 # ---- names ----
 
 
-def front_toolkit(backend: McpBackend) -> str | None:
+def front_toolkit(backend: Server) -> str | None:
     """The toolkit the routing keys put a backend's prompts under (None: their own names)."""
     settings = backend.settings
     return settings.routed_toolkit(backend.toolkit) if settings.renames_toolkit else None
 
 
-def prompt_name(backend: McpBackend, own: str) -> str:
+def prompt_name(backend: Server, own: str) -> str:
     rename = backend.settings.rename or {}
     name = rename.get(own, own)
     toolkit = front_toolkit(backend)
@@ -174,21 +175,19 @@ class Passthrough:
 
     # ---- which backends ----
 
-    def backends(self, principal: Principal | None) -> list[McpBackend]:
+    def backends(self, principal: Principal | None) -> list[Server]:
         """The `kind: mcp` backends whose resources and prompts this caller sees here, in configuration order."""
-        from adapters.mcp.backend import McpBackend
-
         services = self.endpoint.services
         shown = {spec.backend for spec in self.endpoint.tools(principal)}
         everything = (principal is None or principal.tools is None) and self.endpoint.include == ("*",)
         found = []
         for name in services.backend_names("mcp"):
             backend = services.backend(name)
-            if isinstance(backend, McpBackend) and (everything or name in shown):
-                found.append(backend)
+            if backend is not None and (everything or name in shown):
+                found.append(cast(Server, backend))
         return found
 
-    def _named(self, principal: Principal | None, name: str) -> McpBackend | None:
+    def _named(self, principal: Principal | None, name: str) -> Server | None:
         return next((b for b in self.backends(principal) if b.name == name), None)
 
     # ---- the caller ----
@@ -225,7 +224,7 @@ class Passthrough:
     async def request(
         self,
         kind: RequestKind,
-        backend: McpBackend,
+        backend: Server,
         method: str,
         params: dict[str, Any],
         ctx: Ctx,
@@ -285,7 +284,7 @@ class Passthrough:
                 return {**page, key: items, **({"nextCursor": encode_cursor(index, None)} if more else {})}
         return {key: []}
 
-    def _remember(self, backend: McpBackend, method: str, item: dict[str, Any]) -> dict[str, Any]:
+    def _remember(self, backend: Server, method: str, item: dict[str, Any]) -> dict[str, Any]:
         """Note which backend owns a listed item; a prompt under its front name."""
         if method == "resources/list" and isinstance(item.get("uri"), str):
             self.resources[item["uri"]] = backend.name
@@ -303,7 +302,7 @@ class Passthrough:
 
     # ---- owners ----
 
-    async def _prompt_owner(self, ctx: Ctx, principal: Principal | None, name: str) -> tuple[McpBackend, str]:
+    async def _prompt_owner(self, ctx: Ctx, principal: Principal | None, name: str) -> tuple[Server, str]:
         if name not in self.prompts:
             await self._list_all(ctx, principal, "prompts/list")
         owner = self.prompts.get(name)
@@ -312,7 +311,7 @@ class Passthrough:
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name}", data={"name": name})
         return backend, owner[1]
 
-    async def _resource_owner(self, ctx: Ctx, principal: Principal | None, uri: str) -> McpBackend:
+    async def _resource_owner(self, ctx: Ctx, principal: Principal | None, uri: str) -> Server:
         backends = self.backends(principal)
         if len(backends) == 1:
             return backends[0]  # its own answer, a not-found included, is relayed as it is
@@ -418,7 +417,7 @@ class Passthrough:
     async def _relay(
         self,
         kind: RequestKind,
-        backend: McpBackend,
+        backend: Server,
         method: str,
         params: dict[str, Any],
         ctx: Ctx,

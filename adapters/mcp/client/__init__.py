@@ -1,0 +1,1 @@
+"""The MCP backend: an MCP server upstream (see `adapters.mcp`)."""

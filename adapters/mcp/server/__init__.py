@@ -1,0 +1,1 @@
+"""The MCP front: MCP clients of the gateway (see `adapters.mcp`)."""
