@@ -51,6 +51,7 @@ class FrontServices:
         self._listings: BoundedCache[bytes] = BoundedCache(LISTING_ENTRIES, LISTING_BYTES)
         self._listed_for: weakref.ref[Any] | None = None
         self._derived: dict[Hashable, tuple[weakref.ref[Any], Any]] = {}
+        self._kept: dict[Hashable, Any] = {}  # fronts' own long-lived objects (`kept`)
         self._building: GatewayConfig | None = None  # the configuration whose fronts are being built
 
     @contextlib.contextmanager
@@ -137,6 +138,15 @@ class FrontServices:
         value = build()
         self._derived[key] = (weakref.ref(snapshot), value)
         return value
+
+    def kept(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """An object a front keeps for as long as the gateway runs, across reloads (an endpoint and its
+        sessions): one per key, made by `build` on first use. A front keeps its state here, never in a
+        module global, so two gateways in one process share nothing and a closed gateway's goes with it."""
+        found = self._kept.get(key)
+        if found is None:
+            found = self._kept[key] = build()
+        return found
 
     async def snapshot_swapped(self) -> None:
         """Return once the catalog snapshot is replaced (a reload, a rediscovery): a front that tells its

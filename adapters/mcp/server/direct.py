@@ -50,7 +50,6 @@ import contextlib
 import logging
 import math
 import os
-import weakref
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -132,13 +131,11 @@ class _HeaderView:
 
 
 _NO_SESSION: Final = _NoSession()
+# Verdicts of the SDK's own rules for given inputs (pure, so one memo per process serves every endpoint, like
+# an lru_cache): each bounded in entries and in the bytes of its keys (`_remember`).
 _accepts: dict[bytes, bool] = {}  # Accept header -> whether it names JSON and SSE (the SDK's rule)
 _metas: dict[tuple[str, bytes], bool] = {}  # (version, `_meta` as JSON) -> whether the SDK's validation passes it
 _schemas: dict[int, tuple[Any, bool]] = {}  # id(input schema) -> (the schema, declares x-mcp-header)
-# Per endpoint: (snapshot token, include, exclude, {tool name: (may take the direct path, `find(name, None)`)}).
-_tools: weakref.WeakKeyDictionary[Endpoint, tuple[object, Any, Any, dict[str, tuple[bool, ToolSpec | None]]]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any, size: int = 0) -> None:
@@ -169,10 +166,10 @@ def _plain_tool(endpoint: Endpoint, name: str) -> tuple[bool, ToolSpec | None]:
     caller's `find` does (permissions only filter it out, and `call_plain` applies them).
     """
     token = endpoint.services.derived("mcp-direct-snapshot", object)  # one new object per snapshot
-    held = _tools.get(endpoint)
+    held = endpoint.direct_tools
     if held is None or held[0] is not token or held[1] is not endpoint.include or held[2] is not endpoint.exclude:
         held = (token, endpoint.include, endpoint.exclude, {})
-        _tools[endpoint] = held
+        endpoint.direct_tools = held
     verdicts = held[3]
     verdict = verdicts.get(name)
     if verdict is None:
@@ -357,7 +354,7 @@ async def _answer(
     # `_call` with the caller (already authenticated from these same headers), the name and a copy of the
     # arguments; without progress, session or relay, `call_plain` is that call without the SDK's context.
     arguments = dict(params.get("arguments") or {})
-    flight = _Flight(receive, send)
+    flight = _Flight(receive, send, endpoint.flights)
     result: Any = None
     error: types.JSONRPCError | None = None
     try:
@@ -393,7 +390,7 @@ async def _answer(
         if flight.tasks:
             await flight.close()
         else:
-            _in_flight.pop(flight, None)
+            endpoint.flights.remove(flight)
     if flight.disconnected:
         return  # the client went away: the call was cancelled, and nobody is there to answer
     if flight.committed:
@@ -484,7 +481,7 @@ _RESULT_KEYS: Final = frozenset({"content", "isError", "structuredContent", "_me
 
 def _plain(wire: dict[str, Any], server: Any) -> dict[str, Any] | None:
     """The wire form `_shape` gives a `CallToolResult` in its most common form, built directly from the result's
-    JSON (`front.call_result_wire`, `front.error_result_wire`): text blocks without annotations, plain JSON
+    JSON (`listing.call_result_wire`, `listing.error_result_wire`): text blocks without annotations, plain JSON
     `structuredContent`, a `_meta` of plain JSON without nulls; None otherwise (the SDK's model then shapes it).
     Same keys in the same order: the sieve's field order (`_meta`, content, isError, resultType,
     structuredContent; a text block's text, then type) and the stamp added last."""
@@ -522,10 +519,20 @@ class _Flight:
     committed and pinged as the SDK does. One timer looks after every call in flight (`_tend`), so a call
     done before the mark costs no timer of its own."""
 
-    __slots__ = ("call_task", "committed", "disconnected", "receive", "send", "started", "tasks", "window")
+    __slots__ = (
+        "call_task",
+        "committed",
+        "disconnected",
+        "flights",
+        "receive",
+        "send",
+        "started",
+        "tasks",
+        "window",
+    )
 
-    def __init__(self, receive: Receive, send: Send) -> None:
-        self.receive, self.send = receive, send
+    def __init__(self, receive: Receive, send: Send, flights: Flights) -> None:
+        self.receive, self.send, self.flights = receive, send, flights
         self.window: float = sdk.sse_window()  # read per request: the tests shorten it
         self.committed = False
         self.disconnected = False
@@ -533,10 +540,7 @@ class _Flight:
         self.tasks: list[asyncio.Task[None]] = []
         loop = asyncio.get_running_loop()
         self.started = loop.time()
-        due = self.started + min(WATCH_AFTER_S, self.window)
-        if not _tending or _tending[0] is not loop or _tending[2] > due:
-            _tend_at(loop, due)
-        _in_flight[self] = None
+        flights.add(self, loop, self.started + min(WATCH_AFTER_S, self.window))
 
     def due(self) -> float:
         """When this call next needs looking after: its watcher's start, then its SSE commit (inf: nothing left)."""
@@ -566,7 +570,7 @@ class _Flight:
 
     async def close(self) -> None:
         """Stop the helpers; a cancellation the watcher asked for is taken back (the call is over)."""
-        _in_flight.pop(self, None)
+        self.flights.remove(self)
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:
@@ -576,27 +580,39 @@ class _Flight:
             self.call_task.uncancel()  # the watcher's one cancel(), delivered by now (in the call, or just above)
 
 
-# The direct calls in flight, oldest first, and the one timer that tends them: [loop, handle, when] when set.
-_in_flight: dict[_Flight, None] = {}
-_tending: list[Any] = []
+class Flights:
+    """The direct calls in flight on one endpoint, oldest first, and the one timer that tends them."""
 
+    def __init__(self) -> None:
+        self.calls: dict[_Flight, None] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._when = math.inf
 
-def _tend_at(loop: asyncio.AbstractEventLoop, when: float) -> None:
-    """Set the timer for `when` (instead of a later one, or one of a loop that has since ended)."""
-    if _tending:
-        if _tending[0] is not loop:  # an earlier event loop's calls and timer (tests run one loop after another)
-            _in_flight.clear()
-        _tending[1].cancel()
-    _tending[:] = [loop, loop.call_at(when, _tend, loop), when]
+    def add(self, flight: _Flight, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        if self._timer is None or self._loop is not loop or self._when > due:
+            self._tend_at(loop, due)
+        self.calls[flight] = None
 
+    def remove(self, flight: _Flight) -> None:
+        self.calls.pop(flight, None)
 
-def _tend(loop: asyncio.AbstractEventLoop) -> None:
-    """Start what each call in flight is due (its watcher, its SSE commit); set the timer for the next one."""
-    _tending.clear()
-    now = loop.time()
-    following = math.inf
-    for flight in list(_in_flight):
-        flight.tend(loop, now)
-        following = min(following, flight.due())
-    if following < math.inf:
-        _tend_at(loop, following)
+    def _tend_at(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        """Set the timer for `when` (instead of a later one, or one of a loop that has since ended)."""
+        if self._timer is not None:
+            if self._loop is not loop:  # an earlier event loop's calls and timer
+                self.calls.clear()
+            self._timer.cancel()
+        self._loop, self._when = loop, when
+        self._timer = loop.call_at(when, self._tend, loop)
+
+    def _tend(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start what each call in flight is due (its watcher, its SSE commit); set the timer for the next one."""
+        self._timer, self._when = None, math.inf
+        now = loop.time()
+        following = math.inf
+        for flight in list(self.calls):
+            flight.tend(loop, now)
+            following = min(following, flight.due())
+        if following < math.inf:
+            self._tend_at(loop, following)

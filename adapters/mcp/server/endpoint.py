@@ -23,14 +23,12 @@ disallowed Origin gets 403).
 from __future__ import annotations
 
 import asyncio
-import base64
 import collections
 import contextlib
 import contextvars
 import fnmatch
 import warnings
-import weakref
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import mcp_types as types
@@ -40,7 +38,6 @@ from mcp.server import NotificationOptions, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -50,10 +47,24 @@ from starlette.types import Message, Receive, Scope, Send
 
 from adapters.mcp import codec, relay, sdk
 from adapters.mcp.server import direct, held, passthrough, tasks
+from adapters.mcp.server.listing import (
+    CALL_TOOL,
+    SEARCH_TOOL,
+    call_result,
+    call_result_wire,
+    decode_cursor,
+    encode_cursor,
+    error_result,
+    error_result_wire,
+    mcp_names,
+    meta_tools,
+    own_result,
+    tool_entry,
+)
 from adapters.mcp.server.passthrough import Passthrough, progress_token
 from adapters.mcp.server.sessions import OPENING, EventLogs, SessionManager
 from gateway.auth import client_credentials
-from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.errors import ErrorKind, GatewayError
 from gateway.http import json_response
 from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permitted, principal_name
 from gateway.ownership import owned_key
@@ -69,187 +80,12 @@ SERVER_NAME: Final = "toolplex"
 SESSION_HEADER: Final = "mcp-session-id"
 SESSION_HEADER_RAW: Final = SESSION_HEADER.encode()
 SESSION_SPACE: Final = "session.mcp"  # state store: owned_key(it, principal, session id) -> {"home", "principal"}
-SEARCH_TOOL: Final = "search_tools"
-CALL_TOOL: Final = "call_tool"
 log = structlog.get_logger("toolplex.mcp")
 # The caller of the request being handled: set before the SDK sees the request, read by the schema
 # lookup the SDK calls before any handler (where no request context exists yet).
 _CALLER: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("mcp_caller", default=None)
 
 Ctx = ServerRequestContext[Any, Any]
-
-
-# ---- names, listings, results ----
-
-
-def own_mcp_name(spec: ToolSpec) -> str:
-    """The name MCP clients see, collisions aside: the flat name (`Toolkit_Name`, already within MCP's
-    `[A-Za-z0-9_.-]{1,128}`), but an MCP upstream's tool under its own name (`files.read`, renamed by
-    `rename`), or under `<toolkit>_<its name>` when the backend's `toolkit` or `prefix` says so."""
-    binding = spec.binding
-    if isinstance(binding, codec.McpTool):
-        own = binding.name if spec.name == codec.tool_name(binding.name) else spec.name
-        name = own if spec.toolkit == codec.default_toolkit(spec.backend) else f"{spec.toolkit}_{own}"
-        if len(name) <= 128 and all(c.isascii() and (c.isalnum() or c in "_.-") for c in name):
-            return name
-    return spec.flat_name
-
-
-def mcp_names(specs: Iterable[ToolSpec]) -> dict[str, ToolSpec]:
-    """MCP name -> tool over the whole catalog: an own name that two tools would share, or that is another
-    tool's flat name, falls back to the flat name for the MCP upstream's tools (flat names are unique)."""
-    specs = list(specs)
-    flat = {spec.flat_name for spec in specs}
-    counts = collections.Counter(own_mcp_name(spec) for spec in specs)
-    names: dict[str, ToolSpec] = {}
-    for spec in specs:
-        own = own_mcp_name(spec)
-        clash = own != spec.flat_name and (counts[own] > 1 or own in flat)
-        names[spec.flat_name if clash else own] = spec
-    return names
-
-
-def annotations_of(spec: ToolSpec) -> dict[str, Any]:
-    """MCP behaviour hints from the canonical model: an MCP upstream's own, else from `side_effects` and tags."""
-    binding = spec.binding
-    if isinstance(binding, codec.McpTool) and binding.annotations:
-        return {k: v for k, v in binding.annotations.items() if k != "title"}
-    read_only = not spec.side_effects
-    return {
-        "readOnlyHint": read_only,
-        "destructiveHint": not read_only and "non-destructive" not in spec.tags,
-        "idempotentHint": read_only or "idempotent" in spec.tags,
-    }
-
-
-def object_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An output schema MCP can list (its root must be an object), else None."""
-    return schema if isinstance(schema, dict) and schema.get("type") == "object" else None
-
-
-def tool_entry(spec: ToolSpec, name: str) -> types.Tool:
-    wire: dict[str, Any] = {
-        "name": name,
-        "description": spec.description,
-        "inputSchema": spec.input_schema,
-        "annotations": annotations_of(spec),
-    }
-    output = object_schema(spec.output_schema)
-    if output is not None:
-        wire["outputSchema"] = output
-    binding = spec.binding
-    if isinstance(binding, codec.McpTool) and binding.title:
-        wire["title"] = binding.title
-    return types.Tool.model_validate(wire, by_name=False)
-
-
-def call_result_wire(spec: ToolSpec, value: Any) -> dict[str, Any]:
-    """A successful outcome as MCP (JSON): `structuredContent` (with its JSON as text) for an object value of
-    a tool that declares an object output schema or none; an MCP upstream's content blocks as they came."""
-    structured = isinstance(value, dict) and (
-        object_schema(spec.output_schema) is not None
-        or (spec.output_schema is None and not (set(value) == {"content"} and isinstance(value["content"], list)))
-    )
-    return codec.result_of(value, structured=structured)
-
-
-def call_result(spec: ToolSpec, value: Any) -> types.CallToolResult:
-    return types.CallToolResult.model_validate(call_result_wire(spec, value), by_name=False)
-
-
-def own_result(raw: dict[str, Any]) -> dict[str, Any]:
-    """An MCP upstream's result as the front answers it: everything as the server gave it, but its own
-    `serverInfo` stamp (the caller talks to the gateway, whose stamp the SDK puts in its place)."""
-    meta = raw.get("_meta")
-    if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
-        raw = dict(raw)
-        kept = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY}
-        if kept:
-            raw["_meta"] = kept
-        else:
-            del raw["_meta"]
-    return raw
-
-
-def error_result_wire(failure: Failure, call_id: str | None) -> dict[str, Any]:
-    """A tool-level failure the model can read (and, for invalid arguments, correct): `isError: true` (JSON)."""
-    text = failure.message  # an invalid-arguments message already names each bad parameter
-    if failure.additional_prompt_content:
-        text += "\n" + failure.additional_prompt_content
-    meta: dict[str, Any] = {"io.toolplex/kind": str(failure.kind), "io.toolplex/canRetry": failure.can_retry}
-    if call_id is not None:
-        meta["io.toolplex/callId"] = call_id
-    if failure.retry_after_ms is not None:
-        meta["io.toolplex/retryAfterMs"] = failure.retry_after_ms
-    authorization = failure.details.get("authorization")
-    if authorization:
-        meta["io.toolplex/authorization"] = authorization
-    return {"content": [{"type": "text", "text": text}], "isError": True, "_meta": meta}
-
-
-def error_result(failure: Failure, call_id: str | None) -> types.CallToolResult:
-    return types.CallToolResult.model_validate(error_result_wire(failure, call_id), by_name=False)
-
-
-def encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
-
-
-def decode_cursor(cursor: str | None) -> int:
-    if cursor is None:
-        return 0
-    try:
-        kind, _, number = base64.urlsafe_b64decode(cursor.encode()).decode().partition(":")
-        offset = int(number)
-    except (ValueError, UnicodeDecodeError):
-        offset = -1
-        kind = ""
-    if kind != "o" or offset < 0:
-        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor {cursor!r}: pass a nextCursor this server gave")
-    return offset
-
-
-SEARCH_SCHEMA: Final = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "minLength": 1, "description": "What the tool should do, in plain words"},
-        "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many tools to return"},
-    },
-    "required": ["query"],
-}
-CALL_SCHEMA: Final = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "minLength": 1, "description": "A tool name search_tools returned"},
-        "arguments": {"type": "object", "description": "The tool's arguments, as its inputSchema says"},
-    },
-    "required": ["name"],
-}
-
-
-def meta_tools() -> list[types.Tool]:
-    """The two tools a `search: true` front lists instead of the catalog."""
-    return [
-        types.Tool.model_validate(
-            {
-                "name": SEARCH_TOOL,
-                "description": "Find the tools for a task among every tool you may call; returns their names, "
-                "descriptions and input schemas. Then call one with call_tool.",
-                "inputSchema": SEARCH_SCHEMA,
-                "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True},
-            },
-            by_name=False,
-        ),
-        types.Tool.model_validate(
-            {
-                "name": CALL_TOOL,
-                "description": "Call a tool found with search_tools, by name, with its arguments.",
-                "inputSchema": CALL_SCHEMA,
-                "annotations": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
-            },
-            by_name=False,
-        ),
-    ]
 
 
 # ---- the endpoint ----
@@ -272,6 +108,9 @@ class Endpoint:
         # Live handshake-era sessions (by Mcp-Session-Id) for list_changed; forgotten with their session.
         self.sessions: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self.passthrough = Passthrough(self)
+        # The direct path's own: its calls in flight, and per snapshot whether each tool name may take it.
+        self.flights = direct.Flights()
+        self.direct_tools: tuple[object, Any, Any, dict[str, tuple[bool, ToolSpec | None]]] | None = None
         self.server = self._build()
         self.manager = SessionManager(
             app=self.server,
@@ -785,16 +624,9 @@ class _Server(Server[Any]):
         )
 
 
-# One set of endpoints per gateway (its FrontServices), by path: they outlive reloads.
-_ENDPOINTS: weakref.WeakKeyDictionary[FrontServices, dict[str, Endpoint]] = weakref.WeakKeyDictionary()
-
-
 def endpoint(services: FrontServices, settings: McpFrontSettings, path: str) -> Endpoint:
-    found = _ENDPOINTS.setdefault(services, {})
-    current = found.get(path)
-    if current is None:
-        current = found[path] = Endpoint(services, settings, path)
-    return current
+    """The endpoint at `path`: one per gateway, kept by its services across reloads (its sessions outlive them)."""
+    return services.kept((FRONT, "endpoint", path), lambda: Endpoint(services, settings, path))  # type: ignore[no-any-return]
 
 
 def routes(services: FrontServices, settings: McpFrontSettings) -> list[BaseRoute]:
