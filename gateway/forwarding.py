@@ -10,34 +10,63 @@ request itself, exactly as if the client had come to it directly.
 A forwarded request carries `x-toolplex-forwarded-by`: the receiving replica
 serves it itself and never forwards it again, so no request can loop. A
 client that sends the header only makes the replica it reached serve it.
+
+Only end-to-end headers cross, either way: the hop-by-hop ones (RFC 9110
+section 7.6.1) describe one connection, and `Date` and `Server` of the owner's
+answer are its server's own, which the forwarding replica's server adds again
+(sent twice, a proxy in front warns of each).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import httpx
-from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from gateway.aiohttp_transport import AiohttpTransport
 from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.http import PassedOnResponse
 from gateway.replicas import Replicas
 from gateway.upstream import CookielessClient
 
 HOP_HEADER = "x-toolplex-forwarded-by"
 CONNECT_TIMEOUT_S = 2.0
 MAX_CONNECTIONS = 100
-# Not passed on: they describe one connection, not the request (RFC 9110 section 7.6.1).
-HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-}
+# Not passed on: they describe one connection, not the request or the answer (RFC 9110 section 7.6.1),
+# as do the headers `Connection` names. The proxy credentials are for a proxy in front of this replica.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "proxy-authenticate",
+        "proxy-authorization",
+    }
+)
+# Not passed back: the owner's server wrote them, and this replica's server writes its own.
+SERVER_GENERATED = frozenset({"date", "server"})
+Headers = list[tuple[bytes, bytes]]
+
+
+def end_to_end(headers: Iterable[tuple[bytes, bytes]], *, dropped: Iterable[str] = ()) -> Headers:
+    """The headers meant for the far end, names in lower case (as ASGI wants them): none of the hop-by-hop
+    ones, those `Connection` names included, nor those in `dropped` (lower-case names)."""
+    headers = list(headers)
+    named = {
+        token.strip().lower()
+        for name, value in headers
+        if name.lower() == b"connection"
+        for token in value.decode("latin-1").split(",")
+    }
+    gone = HOP_BY_HOP | named | set(dropped)
+    lowered = [(name.lower(), value) for name, value in headers]
+    return [(name, value) for name, value in lowered if name.decode("latin-1") not in gone]
 
 
 class Forwarder:
@@ -72,14 +101,9 @@ class Forwarder:
 
         Raises `GatewayError` (upstream_unavailable) when the owner cannot be reached.
         """
-        headers = [
-            (name, value)
-            for name, value in request.headers.raw
-            if name.decode("latin-1").lower() not in HOP_BY_HOP and name.lower() != HOP_HEADER.encode()
-        ]
+        dropped = {HOP_HEADER, "content-length"} if body is not None else {HOP_HEADER}
+        headers = end_to_end(request.headers.raw, dropped=dropped)
         headers.append((HOP_HEADER.encode(), self.replicas.id.encode()))
-        if body is not None:
-            headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
         target = url + request.url.path + (f"?{request.url.query}" if request.url.query else "")
         client = self._http()
         outgoing = client.build_request(
@@ -97,13 +121,12 @@ class Forwarder:
                     retry_after_ms=1000,
                 )
             ) from None
-        response = StreamingResponse(
-            answer.aiter_raw(), status_code=answer.status_code, background=BackgroundTask(answer.aclose)
+        return PassedOnResponse(
+            answer.aiter_raw(),  # as the owner sent it: its Content-Encoding and Content-Length still hold
+            status_code=answer.status_code,
+            raw_headers=end_to_end(answer.headers.raw, dropped=SERVER_GENERATED),
+            close=answer.aclose,
         )
-        response.raw_headers = [
-            (name, value) for name, value in answer.headers.raw if name.decode("latin-1").lower() not in HOP_BY_HOP
-        ]
-        return response
 
     async def close(self) -> None:
         if self._client is not None:

@@ -1,16 +1,22 @@
-"""HTTP plumbing every front shares: bounded body reading, JSON in and out."""
+"""HTTP plumbing every front shares: bounded body reading, JSON in and out, answers passed on as they arrive."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any
 
+import httpx
 import orjson
+import structlog
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, Failure, GatewayError
+
+log = structlog.get_logger("toolplex.http")
 
 # Kinds whose HTTP answer carries Retry-After when the failure knows a delay.
 RETRY_AFTER_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.UPSTREAM_UNAVAILABLE})
@@ -125,3 +131,36 @@ def retry_after_headers(failure: Failure | None) -> dict[str, str]:
     if failure is None or failure.retry_after_ms is None or failure.kind not in RETRY_AFTER_KINDS:
         return {}
     return {"Retry-After": str(max(1, math.ceil(failure.retry_after_ms / 1000)))}
+
+
+class PassedOnResponse(StreamingResponse):
+    """An answer streamed from another server (an upstream's file, a replica's answer), whose source is
+    closed however the answer ends: sent whole, its client gone, or the source failing mid-way.
+
+    Starlette's `background` task is skipped when the source raises (and, under ASGI 2.4, when the
+    client goes away), which would leave the source's connection open until garbage collection. A
+    source that fails once the head is sent cannot change the status any more: the answer is left
+    incomplete (the server then closes the connection), so the client sees a cut answer, never a
+    whole-looking one, and the reason is logged (`answer_cut`). `raw_headers` are sent as given.
+    """
+
+    def __init__(
+        self,
+        content: AsyncIterable[bytes],
+        *,
+        status_code: int,
+        raw_headers: list[tuple[bytes, bytes]],
+        close: Callable[[], Awaitable[None]],
+    ) -> None:
+        super().__init__(content, status_code=status_code)
+        self.raw_headers = raw_headers
+        self.close = close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except (GatewayError, httpx.HTTPError) as exc:
+            reason = exc.failure.message if isinstance(exc, GatewayError) else type(exc).__name__
+            log.warning("answer_cut", path=scope.get("path"), reason=reason)
+        finally:
+            await self.close()

@@ -13,6 +13,10 @@ because of its content type: downloads are answers.
 Every upstream client keeps no cookies (`CookielessClient`): one pooled client serves every
 caller, so a `Set-Cookie` one caller's request earned must not ride on the next caller's. A
 request that carries its own `Cookie` header (a per-session one) sends it unchanged.
+
+Most answers are read whole (`request`), bounded by `limits.max_upstream_response_bytes`. A
+file is not held in memory: `open` hands the answer over with its body unread, to be passed on
+as it arrives, bounded by a limit of the caller's (`StreamedBody`).
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ DEADLINE_SLACK_S = 0.05
 PROTOCOL_5XX = (500, 501)
 VERDICT_KEY = "toolplex.verdict"
 MIN_RETRY_AFTER_MS = 1000  # what a caller refused by an open breaker is told to wait, at least
+ANSWER_LIMIT = "limits.max_upstream_response_bytes"
+Limit = tuple[int, str]  # a bound on an answer's bytes, and the setting that gives it (named in the error)
 
 
 _TIMEOUTS = UpstreamTimeouts()  # the defaults live in the settings models, once
@@ -287,22 +293,28 @@ class Upstream:
         _LAST_VERDICT.set(verdict)
         return verdict
 
-    def _too_large(self, response: httpx.Response) -> GatewayError:
-        limit = self.settings.max_response_bytes
+    def _too_large(self, response: httpx.Response, limit: Limit | None = None) -> GatewayError:
+        """The error for an answer past `limit` (default: `limits.max_upstream_response_bytes`)."""
+        limit_bytes, setting = limit or (self.settings.max_response_bytes, ANSWER_LIMIT)
         return GatewayError.of(
             ErrorKind.UPSTREAM_UNAVAILABLE,
-            f"Upstream {self.name!r} answered more than {limit} bytes (limits.max_upstream_response_bytes)",
+            f"Upstream {self.name!r} answered more than {limit_bytes} bytes ({setting})",
             developer_message=f"{response.request.method} {response.request.url.path} answered HTTP "
             f"{response.status_code}; reading stopped at the limit",
-            details={"limit_bytes": limit, "bytes_read": response.num_bytes_downloaded},
+            details={"limit_bytes": limit_bytes, "bytes_read": response.num_bytes_downloaded},
         )
+
+    def _refuse_declared(self, response: httpx.Response, limit: Limit | None = None) -> None:
+        """An answer that says up front it is larger than `limit` is refused before a byte of it is read."""
+        limit_bytes = limit[0] if limit is not None else self.settings.max_response_bytes
+        declared = response.headers.get("content-length", "")
+        if response.request.method != "HEAD" and declared.isdigit() and int(declared) > limit_bytes:
+            raise self._too_large(response, limit)
 
     async def _read_bounded(self, response: httpx.Response) -> None:
         """Read the body as it arrives; stop at the limit instead of buffering more."""
         limit = self.settings.max_response_bytes
-        declared = response.headers.get("content-length", "")
-        if response.request.method != "HEAD" and declared.isdigit() and int(declared) > limit:
-            raise self._too_large(response)
+        self._refuse_declared(response)
         chunks: list[bytes] = []
         size = 0
         async for chunk in response.aiter_bytes():
@@ -312,13 +324,22 @@ class Upstream:
             chunks.append(chunk)
         response._content = b"".join(chunks)  # what httpx's own aread() stores
 
-    async def _exchange(self, method: str, path: str, timeout: httpx.Timeout, kwargs: dict[str, Any]) -> httpx.Response:
+    async def _exchange(
+        self, method: str, path: str, timeout: httpx.Timeout, kwargs: dict[str, Any], limit: Limit | None
+    ) -> httpx.Response:
+        """One request; its answer read whole, or (with a `limit`: `open`) only its head, the body left unread."""
         send = {k: kwargs.pop(k) for k in ("auth", "follow_redirects") if k in kwargs}
         request = self.client.build_request(method, path, timeout=timeout, **kwargs)
         response = await self.client.send(request, stream=True, **send)
         try:
-            await self._read_bounded(response)
-        finally:
+            if limit is None:
+                await self._read_bounded(response)
+            else:
+                self._refuse_declared(response, limit)
+        except BaseException:
+            await response.aclose()
+            raise
+        if limit is None:
             await response.aclose()
         return response
 
@@ -341,20 +362,60 @@ class Upstream:
         body is malformed is the protocol adapter's call (`json_of`, `protocol_fault`).
         """
         del expect_json
+        return await self._send(method, path, deadline, idempotent, kwargs, None)
+
+    async def open(
+        self, method: str, path: str, *, limit: Limit, deadline: float | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        """Send one request as `request` does (deadline, breaker, retries only of what was never sent), but
+        hand the answer back once its head arrived, its body unread: a file to pass on as it arrives.
+
+        The body (`aiter_bytes`, `aiter_raw`) is a `StreamedBody`: at most `limit` (bytes, and the setting
+        that says so, for the error) however large the answer-wide limit is (an answer that declares more is
+        refused before reading), read by `deadline`, and a failure while reading it is an upstream fault.
+        The caller must close the answer (`aclose`) however it ends; `read` reads it whole instead.
+        """
+        return await self._send(method, path, deadline, False, kwargs, limit)
+
+    async def read(self, response: httpx.Response) -> None:
+        """Read an answer of `open` whole (an error answer to look into), within the answer limit; closes it."""
+        try:
+            await self._read_bounded(response)
+        finally:
+            await response.aclose()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        deadline: float | None,
+        idempotent: bool,
+        kwargs: dict[str, Any],
+        limit: Limit | None,
+    ) -> httpx.Response:
         budget = self.settings.total_timeout_s if deadline is None else max(0.0, deadline - time.monotonic())
         # Discovery (idempotent, once an interval) is never held back by an open breaker: it is how a
         # recovered upstream is noticed, and its success closes the breaker for calls too.
         permit = None if idempotent else self._admit(budget)
         try:
-            return await self._attempts(method, path, deadline, idempotent, kwargs)
+            response = await self._attempts(method, path, deadline, idempotent, kwargs, limit)
         except asyncio.CancelledError:
             self._cancelled(deadline)
             raise
         finally:
-            self.breaker.release(permit)
+            self.breaker.release(permit)  # an open answer's verdict is in: its body needs no permit
+        if limit is not None:
+            response.stream = StreamedBody(self, response, limit, deadline)
+        return response
 
     async def _attempts(
-        self, method: str, path: str, deadline: float | None, idempotent: bool, kwargs: dict[str, Any]
+        self,
+        method: str,
+        path: str,
+        deadline: float | None,
+        idempotent: bool,
+        kwargs: dict[str, Any],
+        limit: Limit | None,
     ) -> httpx.Response:
         attempts = 1 + max(0, self.settings.retries)
         for attempt in range(attempts):
@@ -363,8 +424,7 @@ class Upstream:
                 raise GatewayError.of(ErrorKind.DEADLINE, f"Deadline passed before upstream {self.name!r} answered")
             last = attempt + 1 >= attempts
             try:
-                async with asyncio.timeout(remaining if remaining is not None else self.settings.total_timeout_s):
-                    response = await self._exchange(method, path, self._timeout(remaining), dict(kwargs))
+                response = await self._timed(method, path, remaining, kwargs, limit)
             except NOT_SENT as exc:
                 self._fault(f"cannot connect ({type(exc).__name__})")
                 if not last and self.breaker.state == "closed":
@@ -391,6 +451,20 @@ class Upstream:
             self._judge(response)
             return response
         raise self.unavailable("no attempt left")  # pragma: no cover - the loop always returns or raises
+
+    async def _timed(
+        self, method: str, path: str, remaining: float | None, kwargs: dict[str, Any], limit: Limit | None
+    ) -> httpx.Response:
+        """One exchange within the time left; an answer opened just as the time ran out is closed, not leaked."""
+        response: httpx.Response | None = None
+        try:
+            async with asyncio.timeout(remaining if remaining is not None else self.settings.total_timeout_s):
+                response = await self._exchange(method, path, self._timeout(remaining), dict(kwargs), limit)
+        except BaseException:
+            if response is not None:
+                await response.aclose()
+            raise
+        return response
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -462,6 +536,53 @@ class BoundedStream(httpx.AsyncByteStream):
             if pending > self.limit:
                 raise self.too_large()
             tail = window[-3:]
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class StreamedBody(httpx.AsyncByteStream):
+    """The body of an answer of `Upstream.open`, read as the caller passes it on.
+
+    It holds no more than a chunk at a time. It stops (an `upstream_unavailable` error) past `limit`
+    bytes; each chunk must arrive by the call's deadline (else `deadline_exceeded`), so a trickling
+    upstream cannot hold a caller past it. A failure while reading (a reset, a body cut short, the
+    deadline) is an upstream fault that overrules the success its head was counted as; a reader that
+    stops early (its client went away) says nothing about the upstream.
+    """
+
+    def __init__(self, upstream: Upstream, response: httpx.Response, limit: Limit, deadline: float | None) -> None:
+        self.upstream = upstream
+        self.response = response
+        self.inner = response.stream
+        self.limit = limit
+        self.deadline = deadline
+
+    def _verdict(self) -> Verdict | None:
+        verdict = self.response.extensions.get(VERDICT_KEY)
+        return verdict if isinstance(verdict, Verdict) else None
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        upstream = self.upstream
+        chunks = aiter(self.inner)
+        size = 0
+        while True:
+            remaining = upstream.settings.read_timeout_s if self.deadline is None else self.deadline - time.monotonic()
+            try:
+                async with asyncio.timeout(max(0.0, remaining)):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except (TimeoutError, httpx.TimeoutException):
+                upstream._fault("the answer's body stalled", self._verdict())
+                raise upstream._deadline_error() from None
+            except httpx.HTTPError as exc:
+                upstream._fault(f"the answer's body failed ({type(exc).__name__})", self._verdict())
+                raise upstream.unavailable(f"its answer was cut short ({type(exc).__name__})") from None
+            size += len(chunk)
+            if size > self.limit[0]:
+                raise upstream._too_large(self.response, self.limit)
             yield chunk
 
     async def aclose(self) -> None:

@@ -43,7 +43,7 @@ from gateway.errors import ErrorKind, GatewayError
 from gateway.model import CallContext, RequestKind, ToolSpec, principal_name
 from gateway.ownership import StoreFull
 from gateway.routing import apply_routing
-from gateway.upstream import Credentials, Upstream, UpstreamSettings, failure_for_status, json_of
+from gateway.upstream import Credentials, Limit, Upstream, UpstreamSettings, failure_for_status, json_of
 
 log = structlog.get_logger("toolplex.toolserver")
 
@@ -58,6 +58,7 @@ RELAY_SCHEMA: dict[str, Any] = {
 }
 RELEASE_TIMEOUT_S = 2.0
 FILE_PATHS = ("/upload_file", "/download_file", "/get_workspace_structure", "/download_workspace")
+FILE_LIMIT = "limits.max_upload_bytes"  # what bounds a file answer, instead of limits.max_upstream_response_bytes
 MAX_FOLLOW_PAUSE_S = 3.0  # the XAgent client's own pause between retries
 SCHEMA_BATCH = 500
 LISTING_KEYS = ("available_tools", "tools_json")
@@ -217,28 +218,31 @@ class ToolServerBackend(BaseBackend):
         context: CallContext | None = None,
         headers: dict[str, str] | None = None,
         idempotent: bool = False,
-        expect_json: bool = True,
         body: Callable[[], Any] | None = None,
+        streamed: Limit | None = None,
         **kwargs: Any,
     ) -> httpx.Response:
         """POST in session `key`; a 403 `invalid node_id` (refused, so it did not run) renews the cookie once.
 
-        `body` makes a fresh request body for each attempt (a streamed upload).
+        `body` makes a fresh request body for each attempt (a streamed upload). With `streamed`, the answer
+        comes back with its body unread, at most that many bytes (`Upstream.open`): the caller closes it.
         """
         node = await self._node(key, deadline)
         for attempt in range(2):
             stale = node.node_id
             if body is not None:
                 kwargs["content"] = body()
-            response = await self.upstream.request(
-                "POST",
-                f"{self.path}{path}",
-                deadline=deadline,
-                idempotent=idempotent,
-                expect_json=expect_json,
-                headers={**(headers or {}), **self._headers(node, context)},
-                **kwargs,
-            )
+            path_at, headers_at = f"{self.path}{path}", {**(headers or {}), **self._headers(node, context)}
+            if streamed is None:
+                response = await self.upstream.request(
+                    "POST", path_at, deadline=deadline, idempotent=idempotent, headers=headers_at, **kwargs
+                )
+            else:
+                response = await self.upstream.open(
+                    "POST", path_at, limit=streamed, deadline=deadline, headers=headers_at, **kwargs
+                )
+                if response.status_code == 403:  # a short refusal to look into, not a file
+                    await self.upstream.read(response)
             detail = _detail(response) if response.status_code == 403 else None
             if not (isinstance(detail, str) and detail.startswith("invalid node_id")):
                 return response
@@ -527,14 +531,18 @@ class ToolServerBackend(BaseBackend):
         self, kind: str, operation: str, params: dict[str, Any], context: CallContext, payload: Any = None
     ) -> httpx.Response:
         """One workspace request (`RequestKind.FILE`, after the pipeline's policy), sent as it came to the
-        caller's own node session (`_key`): `operation` is the path, `params` its `content_type` and `size`,
-        `payload` gives the body afresh for each attempt. The answers are files as often as JSON: a valid
-        non-JSON answer is no fault of the upstream (`expect_json=False`)."""
+        caller's own node session (`_key`): `operation` is the path, `params` its `content_type`, `size` and
+        `max_answer_bytes` (the gateway's `limits.max_upload_bytes`), `payload` gives the body afresh for each
+        attempt. The answer is returned as soon as its head arrived, its body unread (`Upstream.open`): a
+        file of up to `max_answer_bytes` is passed on as it arrives, never held whole; the caller closes it.
+        Files are answers as often as JSON: a valid non-JSON answer is no fault of the upstream."""
         if kind != RequestKind.FILE or operation not in FILE_PATHS:
             raise GatewayError.of(ErrorKind.MALFORMED, f"{operation} is not a workspace request of this backend")
-        headers = {"Content-Length": str(int(params.get("size") or 0))}
+        # Identity: the bytes go on to the client as they come, their Content-Length still true.
+        headers = {"Content-Length": str(int(params.get("size") or 0)), "Accept-Encoding": "identity"}
         if params.get("content_type"):
             headers["Content-Type"] = str(params["content_type"])
+        limit = int(params.get("max_answer_bytes") or self.upstream.settings.max_response_bytes)
         deadline = context.deadline if context.deadline is not None else self._deadline()
         response = await self._send(
             self._key(context),
@@ -543,9 +551,10 @@ class ToolServerBackend(BaseBackend):
             headers=headers,
             deadline=deadline,
             context=context,
-            expect_json=False,
+            streamed=(limit, FILE_LIMIT),
         )
         if response.status_code in (502, 503, 504):
+            await response.aclose()
             raise self.upstream.unavailable(f"it answered HTTP {response.status_code}")
         return response
 

@@ -23,10 +23,12 @@ import contextlib
 import re
 import secrets
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+import httpx
 import structlog
 from starlette.requests import Request
 from starlette.responses import Response
@@ -39,6 +41,7 @@ from gateway.backends import Backend, EnvDescriptions, Feature, SessionBackend
 from gateway.background import BackgroundTasks
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
 from gateway.http import (
+    PassedOnResponse,
     browser_form_content_type,
     json_response,
     parse_json,
@@ -601,6 +604,13 @@ class ToolServerFront:
         return serve
 
     def _passthrough(self, path: str) -> Handler:
+        """The request, as it came, to the caller's node on the workspace backend; its answer streamed back.
+
+        The body is spooled to disk first (a renewed node session is sent it again); the answer is passed
+        on as it arrives, up to `limits.max_upload_bytes`: no file is ever whole in memory. The spool and
+        the upstream answer are closed when the answer ends, is cut, or its client goes away.
+        """
+
         async def forward(request: Request, caller: _Caller) -> Response:
             if self.services.backend(self.workspace_backend or "") is None:
                 raise _Answer(503, f"The workspace backend {self.workspace_backend!r} is not running")
@@ -609,17 +619,32 @@ class ToolServerFront:
                 if path == "/upload_file"
                 else self.services.limits.max_body_bytes
             )
-            async with _spooled(request, limit) as (body, size):
-                answer = await self._file_request(
+            held = contextlib.AsyncExitStack()
+            try:
+                body, size = await held.enter_async_context(_spooled(request, limit))
+                params = {
+                    "content_type": request.headers.get("content-type"),
+                    "size": size,
+                    "max_answer_bytes": self.max_upload_bytes,
+                }
+                answer: httpx.Response = await self._file_request(
                     caller,
                     path,
                     backend=self.workspace_backend,
-                    params={"content_type": request.headers.get("content-type"), "size": size},
+                    params=params,
                     payload=body,
                     headers=request.headers,  # sent on only with forward_authorization
                 )
-            headers = {k: answer.headers[k] for k in PASSED_HEADERS if k in answer.headers}
-            return Response(answer.content, status_code=answer.status_code, headers=headers)
+                held.push_async_callback(answer.aclose)  # closed before the spool it may still be reading
+            except BaseException:
+                await held.aclose()
+                raise
+            return PassedOnResponse(
+                answer.aiter_bytes(),
+                status_code=answer.status_code,
+                raw_headers=_passed_headers(answer),
+                close=held.aclose,
+            )
 
         return forward
 
@@ -642,13 +667,30 @@ async def _spooled(request: Request, limit: int) -> AsyncIterator[tuple[Callable
             if size > limit:
                 raise _Answer(413, f"Request body is larger than the limit of {limit} bytes")
             await asyncio.to_thread(spool.write, chunk)  # disk writes stay off the event loop
+        position = threading.Lock()
+
+        def read_at(offset: int) -> bytes:
+            # Seek and read as one: an abandoned attempt's last read (its thread outlives it) cannot move
+            # the position under the next attempt's.
+            with position:
+                spool.seek(offset)
+                return spool.read(SPOOL_CHUNK)
 
         async def replay() -> AsyncIterator[bytes]:
-            spool.seek(0)
-            while chunk := await asyncio.to_thread(spool.read, SPOOL_CHUNK):
+            offset = 0
+            while chunk := await asyncio.to_thread(read_at, offset):
+                offset += len(chunk)
                 yield chunk
 
         yield replay, size
+
+
+def _passed_headers(answer: httpx.Response) -> list[tuple[bytes, bytes]]:
+    """What a node's file answer says of itself: its type and name, and its length when the bytes come
+    through as the node sent them (not decoded from a Content-Encoding). Names in lower case, as ASGI wants."""
+    names = {*PASSED_HEADERS, *(() if "content-encoding" in answer.headers else ("content-length",))}
+    lowered = [(name.lower(), value) for name, value in answer.headers.raw]
+    return [(name, value) for name, value in lowered if name.decode("latin-1") in names]
 
 
 def _env_descriptions(backend: Backend | None) -> Mapping[str, str]:

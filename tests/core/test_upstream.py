@@ -570,6 +570,72 @@ async def test_a_streamed_body_that_is_no_event_stream_is_bounded_whole() -> Non
     assert "(limits.max_upstream_response_bytes)" in info.value.failure.message
 
 
+# ---- files: answers opened, their bodies passed on as they arrive (issue 26, item 4) ----
+
+FILE_LIMIT = (1 << 20, "limits.max_upload_bytes")
+
+
+async def test_an_opened_answer_is_bounded_by_its_own_limit_not_the_answer_limit() -> None:
+    async with serving(endless("application/octet-stream", total=4 * LIMIT)) as url:
+        upstream = upstream_at(url, max_response_bytes=LIMIT)
+        try:
+            response = await upstream.open("POST", "/download_file", limit=FILE_LIMIT, deadline=time.monotonic() + 20)
+            assert not response.is_closed  # handed over with its body unread
+            assert len(b"".join([chunk async for chunk in response.aiter_bytes()])) == 4 * LIMIT
+            assert response.is_closed  # read to its end
+        finally:
+            await upstream.close()
+    async with serving(endless("application/octet-stream", total=4 * FILE_LIMIT[0])) as url:
+        upstream = upstream_at(url, max_response_bytes=LIMIT)
+        try:
+            response = await upstream.open("POST", "/download_file", limit=FILE_LIMIT, deadline=time.monotonic() + 20)
+            read = 0
+            with pytest.raises(GatewayError) as info:
+                async for chunk in response.aiter_bytes():
+                    read += len(chunk)
+            await response.aclose()
+        finally:
+            await upstream.close()
+    assert info.value.failure.message == f"Upstream 'u' answered more than {1 << 20} bytes (limits.max_upload_bytes)"
+    assert read <= FILE_LIMIT[0] and upstream.breaker.failures_total == 0  # too much is no fault
+
+
+async def test_a_body_that_stalls_past_the_deadline_is_a_deadline_and_one_fault() -> None:
+    async def stalls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"z" * 10)
+        await writer.drain()
+        await asyncio.Event().wait()
+
+    async with serving(stalls) as url:
+        upstream = upstream_at(url, read_timeout_s=30)
+        try:
+            response = await upstream.open("POST", "/download_file", limit=FILE_LIMIT, deadline=time.monotonic() + 0.5)
+            with pytest.raises(GatewayError) as info:
+                await response.aread()
+            await response.aclose()
+        finally:
+            await upstream.close()
+    assert info.value.failure.kind == ErrorKind.DEADLINE
+    assert upstream.breaker.failures == 1  # the head's success overruled, counted once
+
+
+async def test_a_reader_that_stops_early_says_nothing_about_the_upstream() -> None:
+    async with serving(endless("application/octet-stream")) as url:
+        upstream = upstream_at(url, breaker_failures=1)
+        try:
+            for _ in range(3):  # the client went away each time: the answer is closed, nothing counted
+                response = await upstream.open(
+                    "POST", "/download_file", limit=FILE_LIMIT, deadline=time.monotonic() + 20
+                )
+                async for _chunk in response.aiter_bytes():
+                    break
+                await response.aclose()
+            assert upstream.breaker.state == "closed" and upstream.breaker.failures_total == 0
+        finally:
+            await upstream.close()
+
+
 def test_an_upstream_401_is_the_clients_only_when_its_credentials_were_sent() -> None:
     """With the gateway's own credentials no client can fix a 401: it is the operator's (upstream unavailable)."""
     own = failure_for_status("up", 401, {"error": "bad key"}, {})

@@ -219,6 +219,38 @@ def test_a_toolserver_session_begun_on_one_replica_continues_on_the_other(cluste
     assert stranger.status_code == 403  # an unknown session is unknown on every replica
 
 
+# Hop-by-hop headers (RFC 9110 section 7.6.1): each describes one connection, never passed on by a proxy.
+HOP_BY_HOP = ("connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade")
+
+
+def test_a_forwarded_answer_carries_the_headers_of_one_server(cluster: Cluster) -> None:
+    """Issue 26, item 5: B passed back A's `date` and `server` and its own server added them again."""
+    a, _ = cluster.start("a")
+    b, _ = cluster.start("b")
+    session = toolserver_session(a)
+    files = {"file": ("notes.txt", b"kept on A"), "filename": (None, "notes.txt")}
+    requests: list[tuple[str, dict[str, Any]]] = [
+        ("/execute_tool", {"json": {"tool_name": "Math_Add", "arguments": {"a": 2, "b": 3}}}),
+        ("/upload_file", {"files": files}),
+        ("/download_file", {"json": {"file_path": "workspace/notes.txt"}}),  # a FileResponse on A
+        ("/get_workspace_structure", {}),
+    ]
+    with httpx.Client(timeout=DEADLINE_S, headers=session) as client:  # httpx keeps repeated headers apart
+        for path, body in requests:
+            forwarded = client.post(f"{b}{path}", **body)
+            direct = client.post(f"{a}{path}", **body)  # what A itself answers to the same request
+            assert forwarded.status_code == direct.status_code == 200, (path, forwarded.text)
+            headers = forwarded.headers
+            assert len(headers.get_list("date")) == 1, (path, headers.raw)
+            assert headers.get_list("server") == ["uvicorn"], (path, headers.raw)
+            assert [name for name in HOP_BY_HOP if name in headers] == [], (path, headers.raw)
+            assert len(headers.get_list("transfer-encoding")) <= 1
+            assert sorted(name for name, _ in headers.multi_items()) == sorted(
+                name for name, _ in direct.headers.multi_items()
+            ), path  # the same headers as A's own answer: nothing added, nothing doubled
+            assert forwarded.content == direct.content, path
+
+
 def test_a_pending_call_is_collected_through_another_replica(cluster: Cluster) -> None:
     a, a_process = cluster.start("a")
     b, _ = cluster.start("b")

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import argparse
 import base64
-import email.parser
-import email.policy
 import json
 import os
+import shutil
 import tempfile
 import uuid
 import zipfile
@@ -40,11 +39,13 @@ from typing import Any
 import uvicorn
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 ENV_CAP = 10
+COPY_CHUNK = 1024 * 1024
 
 
 def schema(properties: dict[str, str], required: list[str] | None = None) -> dict[str, Any]:
@@ -319,22 +320,23 @@ async def execute_tool(request: Request, node: Node) -> Response:
     return run_tool(node, name, body.arguments)
 
 
-def multipart_file(request: Request, raw: bytes) -> tuple[str, bytes] | None:
-    head = f"Content-Type: {request.headers.get('content-type', '')}\r\n\r\n".encode()
-    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
-    for part in message.iter_parts() if message.is_multipart() else []:
-        if part.get_param("name", header="content-disposition") == "file":
-            return str(part.get_filename()), part.get_payload(decode=True) or b""
-    return None
-
-
 async def upload_file(request: Request, node: Node) -> Response:
-    found = multipart_file(request, await request.body())
-    if found is None:
-        item = {"type": "missing", "loc": ["body", "file"], "msg": "Field required", "input": None}
-        return JSONResponse({"detail": [item]}, status_code=422)
-    name, content = found
-    (node.work_directory / name).write_bytes(content)
+    """As FastAPI's `UploadFile` takes it: the parts parsed as they arrive, the file spooled to disk, so
+    large uploads (tests/toolserver/test_large_files.py) cost this double no memory either."""
+    try:
+        form = await request.form()
+    except Exception:  # not multipart at all, or broken: FastAPI finds no `file` either
+        form = None
+    try:
+        upload = form.get("file") if form is not None else None
+        if not isinstance(upload, UploadFile):
+            item = {"type": "missing", "loc": ["body", "file"], "msg": "Field required", "input": None}
+            return JSONResponse({"detail": [item]}, status_code=422)
+        with (node.work_directory / str(upload.filename)).open("wb") as target:
+            shutil.copyfileobj(upload.file, target, COPY_CHUNK)
+    finally:
+        if form is not None:
+            await form.close()
     return JSONResponse({"message": "Upload Success!"})
 
 
