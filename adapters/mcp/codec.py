@@ -120,6 +120,8 @@ class McpTool:
     title: str | None = None
     annotations: dict[str, Any] = field(default_factory=dict)
     structured: bool = False  # declares an outputSchema: its value is the structuredContent
+    # The `tools/list` entry as the server gave it: what the MCP front lists for it (under its name there).
+    entry: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def spec_from_tool(tool: dict[str, Any], *, backend: str, toolkit: str, source: str) -> ToolSpec:
@@ -156,6 +158,7 @@ def spec_from_tool(tool: dict[str, Any], *, backend: str, toolkit: str, source: 
             title=title if isinstance(title, str) else None,
             annotations=dict(annotations),
             structured=output is not None,
+            entry=dict(tool),
         ),
     )
 

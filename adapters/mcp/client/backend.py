@@ -6,8 +6,8 @@ handshake of the 2025 revisions; the era found is logged (`mcp_connected`). For 
 both, a handshake-era MCP caller's requests go on a handshake-era companion connection (era affinity,
 `_link_for`). Discovery walks `tools/list` page by page (at most `max_pages`); a call is one
 `tools/call` bounded by the call's deadline, its answer kept as it came beside the canonical value
-(`gateway.model.Upstream`). A request that may have reached the server is never sent twice: only one
-that provably never left (the connection was refused) is retried. The MCP front's other requests
+(`gateway.model.UpstreamAnswer`). A request that may have reached the server is never sent twice: only
+one that provably never left (the connection was refused) is retried. The MCP front's other requests
 (resources, prompts, completions, tasks, subscriptions) are `PassThrough`'s.
 
 A stdio server is a supervised child process (`adapters.mcp.client.stdio`): when it dies it is started
@@ -48,7 +48,7 @@ from gateway.backends import BackendContext, BaseBackend, Health
 from gateway.breaker import CircuitBreaker, Permit
 from gateway.catalog import distinct_specs
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.model import FLAT_NAME_PATTERN, Answered, CallContext, ToolSpec, Upstream, UpstreamFailed
+from gateway.model import FLAT_NAME_PATTERN, Answered, CallContext, ToolSpec, UpstreamAnswer, UpstreamFailed
 from gateway.observability import register_secrets
 from gateway.upstream import UPSTREAMS, Credentials, failure_for_status
 
@@ -72,6 +72,8 @@ def _quiet_sdk_loggers() -> None:
 class McpBackend(PassThrough, BaseBackend):
     """One MCP server; declares no optional feature (its sessions are its own, not per caller). Besides its
     tools it serves the MCP front's pass-through requests (`operations`, through the pipeline)."""
+
+    relays = codec.PROTOCOL  # a front of this protocol is a transparent hop (`BaseBackend.relays`)
 
     operations = frozenset(OPERATIONS)
 
@@ -546,7 +548,7 @@ class McpBackend(PassThrough, BaseBackend):
         else:
             answer = result.model_dump(by_alias=True, mode="json", exclude_unset=True)  # the members it sent
         self.breaker.success()
-        upstream = Upstream(codec.PROTOCOL, result=answer)  # the whole result, for an MCP front to pass on as it is
+        upstream = UpstreamAnswer(codec.PROTOCOL, result=answer)  # for an MCP front to pass on as it is
         interim = isinstance(result, types.InputRequiredResult | tasks.CreatedTask)  # no final result yet
         if interim or pending.asked or _answers(caller):
             context.cacheable = False  # no result yet, or one that depends on the caller's answers

@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 
 from adapters.mcp import codec
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.model import Upstream, UpstreamFailed
+from gateway.model import UpstreamAnswer, UpstreamFailed
 
 if TYPE_CHECKING:
     from adapters.mcp.client.http import Exchange
@@ -30,9 +30,9 @@ def answered(exc: MCPError, exchange: Exchange) -> bool:
     return transported and exc.code != codec.CONNECTION_CLOSED and exc.message not in SDK_STATUS_MESSAGES
 
 
-def error_of(exc: MCPError) -> Upstream:
+def error_of(exc: MCPError) -> UpstreamAnswer:
     """A JSON-RPC error as the MCP front answers its caller with it, as it is."""
-    return Upstream(codec.PROTOCOL, error={"code": exc.code, "message": exc.message, "data": exc.data})
+    return UpstreamAnswer(codec.PROTOCOL, error={"code": exc.code, "message": exc.message, "data": exc.data})
 
 
 def refused(exc: MCPError) -> UpstreamFailed:

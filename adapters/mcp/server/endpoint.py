@@ -65,7 +65,7 @@ from adapters.mcp.server.passthrough import Passthrough, progress_token
 from adapters.mcp.server.sessions import OPENING, EventLogs, SessionManager
 from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, GatewayError
-from gateway.http import json_response
+from gateway.http import json_response, nesting_exceeds
 from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permitted, principal_name
 from gateway.ownership import owned_key
 
@@ -79,7 +79,7 @@ _BLANKS: Final = b" \t"  # what may surround a header value (RFC 9110 section 5.
 SERVER_NAME: Final = "toolplex"
 SESSION_HEADER: Final = "mcp-session-id"
 SESSION_HEADER_RAW: Final = SESSION_HEADER.encode()
-SESSION_SPACE: Final = "session.mcp"  # state store: owned_key(it, principal, session id) -> {"home", "principal"}
+SESSION_SPACE: Final = "session.mcp"  # state store: owned_key(it, principal, "id@path") -> {"home", "principal"}
 log = structlog.get_logger("toolplex.mcp")
 # The caller of the request being handled: set before the SDK sees the request, read by the schema
 # lookup the SDK calls before any handler (where no request context exists yet).
@@ -389,7 +389,7 @@ class Endpoint:
             raise MCPError(upstream.error["code"], upstream.error["message"], upstream.error.get("data"))
         if raw is not None:
             if raw.get("resultType") == "input_required":
-                return types.InputRequiredResult.model_validate(raw, by_name=False)
+                return types.InputRequiredResult.model_validate(own_result(raw), by_name=False)
             if raw.get("resultType") == tasks.CREATED:  # its id sealed for this caller
                 return await self.passthrough.tasks.created(context.principal, (outcome.spec or spec).backend, raw)
             kept = own_result(raw)  # content, structuredContent, isError, _meta: as the server gave them
@@ -500,6 +500,11 @@ class Endpoint:
             }
             await json_response(body, status=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
             return
+        if scope["method"] == "POST":
+            receive, refusal = await self._within_limits(scope, receive)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
         await self._ensure_started()
         _CALLER.set(principal)  # this request's task only: read by _input_schema
         OPENING.set(principal_name(principal))  # whose a session this request opens is (`SessionManager`)
@@ -521,12 +526,48 @@ class Endpoint:
                     return
         await self.manager.handle_request(scope, receive, self._recording(send, session_id, principal, scope))
 
+    def _session_key(self, owner: str, session_id: str) -> str:
+        """A session's record in the state store: its principal's, and this endpoint's (the same id at another
+        endpoint, a virtual server, is no session there, and never reaches or ends this one's record)."""
+        return owned_key(SESSION_SPACE, owner, f"{session_id}@{self.path}")
+
+    async def _within_limits(self, scope: Scope, receive: Receive) -> tuple[Receive, Response | None]:
+        """A POST body within `limits.max_body_bytes` and `limits.max_json_depth`, as every front's, read once
+        and replayed to what reads it next (the direct path, the SDK); else the JSON-RPC error that refuses it
+        (413, or 400 with -32700), before anything parses it any further."""
+        limits = self.services.limits
+        declared = _first(scope["headers"], b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+            return receive, _refused(413, types.INVALID_REQUEST, _too_large(limits.max_body_bytes))
+        messages: list[Message] = []
+        size = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > limits.max_body_bytes:
+                return direct.replay(messages, receive), _refused(
+                    413, types.INVALID_REQUEST, _too_large(limits.max_body_bytes)
+                )
+            if not message.get("more_body", False):
+                break
+        replayed = direct.replay(messages, receive)
+        depth = limits.max_json_depth
+        if size > 2 * depth:  # fewer bytes cannot nest deeper
+            body = b"".join(m.get("body", b"") for m in messages)
+            if body.count(b"[") + body.count(b"{") > depth and _nests_deeper(body, depth):
+                message = f"Request body nests arrays/objects more than {depth} levels deep (limits.max_json_depth)"
+                return replayed, _refused(400, types.PARSE_ERROR, message)
+        return replayed, None
+
     async def _session_route(
         self, scope: Scope, receive: Receive, session_id: str, principal: Principal | None
     ) -> Response | None:
         """None to serve the request here; else the answer: the home replica's, or 404 for a session nobody has."""
         store = self.services.store
-        key = owned_key(SESSION_SPACE, principal_name(principal), session_id)  # another principal's: unknown
+        key = self._session_key(principal_name(principal), session_id)  # another principal's: unknown
         record = await store.get(key)
         if not isinstance(record, dict) or record.get("principal") != principal_name(principal):
             return _not_found()
@@ -567,9 +608,9 @@ class Endpoint:
                     opened = Headers(raw=message.get("headers", [])).get(SESSION_HEADER)
                     if opened is not None:
                         record = {"home": home, "principal": owner}
-                        await store.set(owned_key(SESSION_SPACE, owner, opened), record, idle)
+                        await store.set(self._session_key(owner, opened), record, idle)
                 elif session_id is not None and scope["method"] == "DELETE" and status < 400:
-                    await store.delete(owned_key(SESSION_SPACE, owner, session_id))
+                    await store.delete(self._session_key(owner, session_id))
                     self.sessions.pop(session_id, None)
             await send(message)
 
@@ -587,6 +628,23 @@ def _first(raw: list[tuple[bytes, bytes]], name: bytes) -> str | None:
         if key == name:
             return value.decode("latin-1")
     return None
+
+
+def _too_large(limit: int) -> str:
+    return f"Request body is larger than the limit of {limit} bytes (limits.max_body_bytes)"
+
+
+def _nests_deeper(body: bytes, depth: int) -> bool:
+    """Arrays and objects in a JSON body nest deeper than `depth` (a body that is no JSON: the SDK says so)."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        return "depth limit exceeded" in str(exc)  # orjson's own bound, above any limit allowed
+    return nesting_exceeds(document, depth)
+
+
+def _refused(status: int, code: int, message: str) -> Response:
+    return json_response({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}, status=status)
 
 
 def _not_found() -> Response:

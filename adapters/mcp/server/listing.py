@@ -72,6 +72,11 @@ def object_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def tool_entry(spec: ToolSpec, name: str) -> types.Tool:
+    """A tool as `tools/list` lists it: an MCP upstream's own entry as the server listed it (its annotations,
+    title, `_meta`, schemas), under its name here; any other built from the canonical spec."""
+    binding = spec.binding
+    if isinstance(binding, codec.McpTool) and binding.entry:
+        return types.Tool.model_validate({**binding.entry, "name": name}, by_name=False)
     wire: dict[str, Any] = {
         "name": name,
         "description": spec.description,
@@ -102,8 +107,9 @@ def call_result(spec: ToolSpec, value: Any) -> types.CallToolResult:
 
 
 def own_result(raw: dict[str, Any]) -> dict[str, Any]:
-    """An MCP upstream's result as the front answers it: everything as the server gave it, but its own
-    `serverInfo` stamp (the caller talks to the gateway, whose stamp the SDK puts in its place)."""
+    """An MCP upstream's answer (a result, a page, an interim result) as the front answers it: everything as
+    the server gave it but its own `serverInfo` stamp (the caller talks to the gateway, whose stamp the SDK
+    puts in its place)."""
     meta = raw.get("_meta")
     if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
         raw = dict(raw)

@@ -36,6 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from adapters.mcp import codec, relay
 from adapters.mcp.relay import Server
 from adapters.mcp.server import held
+from adapters.mcp.server.listing import own_result
 from adapters.mcp.server.tasks import Tasks
 from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, GatewayError
@@ -247,7 +248,7 @@ class Passthrough:
         call = Call(tool=method, arguments=params, context=context, kind=kind, backend=backend.name)
         outcome = await self.endpoint.services.call(call)
         if outcome.error is None:
-            return outcome.value  # type: ignore[no-any-return]
+            return own_result(outcome.value) if isinstance(outcome.value, dict) else outcome.value  # type: ignore[no-any-return]
         answered = outcome.upstream.error if outcome.upstream is not None else None
         if isinstance(answered, dict):  # the server's own answer
             raise MCPError(answered["code"], answered["message"], answered.get("data"))
