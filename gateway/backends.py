@@ -89,6 +89,9 @@ class BaseBackend:
     settings: BackendSettings
     features: frozenset[Feature] = frozenset()
     operations: frozenset[str] = frozenset()  # the request kinds besides tool calls it serves (`OperationBackend`)
+    # The protocol its upstream server speaks, when it relays one (an OpenTool server, an MCP server): a front of
+    # that protocol is then a transparent hop, where the upstream judges its own requests (its arguments too).
+    relays: str | None = None
 
     async def start(self) -> None:
         return None

@@ -15,7 +15,7 @@ validation, the result cache). Outermost first:
     rate          token buckets per principal and per backend (only when limits.rate sets one)
     requirements  secrets, user and authorizations the tool needs (the call's auth context)
     middleware    the configured user middleware, in order (before-hooks, or whole stages)
-    validate      arguments against the tool's input schema
+    validate      arguments against the tool's input schema (left to the upstream on a same-protocol hop)
     deadline      the call's deadline: asked, per tool, per backend, capped
     cache         a cached result of a side-effect-free tool (per caller when the answer may depend on it)
     dispatch      the backend runs the tool (or serves the request) under the deadline
@@ -51,7 +51,7 @@ from gateway.model import (
     Outcome,
     RequestKind,
     ToolSpec,
-    Upstream,
+    UpstreamAnswer,
     permitted,
     principal_name,
 )
@@ -363,7 +363,7 @@ class Pipeline:
         task = asyncio.current_task()
         outcome: Outcome | None = None
         failure: Failure | None = None
-        upstream: Upstream | None = None
+        upstream: UpstreamAnswer | None = None
         self.in_flight.enter()
         try:
             self.admission.enter(task)
@@ -421,6 +421,8 @@ class Pipeline:
         if call.kind is not RequestKind.TOOL:
             return await next_(call)
         spec = _spec(call)
+        if self._same_protocol(spec, call.context.front):
+            return await next_(call)  # a transparent hop: the upstream judges its own arguments, as directly
         problems = self.validators.get(spec.input_schema).errors(call.arguments)
         if problems:
             listed = "; ".join(f"{name}: {msg}" for name, msg in problems.items())
@@ -430,6 +432,12 @@ class Pipeline:
                 parameter_errors=problems,
             )
         return await next_(call)
+
+    def _same_protocol(self, spec: ToolSpec, front: str) -> bool:
+        """The call came through a front of the protocol its backend speaks upstream (OpenTool to OpenTool, MCP
+        to MCP): the upstream's own answer, invalid arguments included, reaches the caller as it came."""
+        backend = self.parts.backends.get(spec.backend)
+        return backend is not None and getattr(backend, "relays", None) == front
 
     async def _deadline(self, call: Call, next_: Next) -> Outcome:
         call.deadline_s = deadline_for(self.parts, self.policy, call, call.spec)

@@ -23,7 +23,7 @@ from adapters.opentool.document import document_specs as specs_of
 from adapters.opentool.settings import OpenToolBackendSettings
 from gateway.backends import BackendContext, BaseBackend, Feature
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
-from gateway.model import CallContext, ToolSpec
+from gateway.model import Answered, CallContext, ToolSpec, UpstreamAnswer, UpstreamFailed
 from gateway.upstream import (
     Credentials,
     Upstream,
@@ -34,11 +34,14 @@ from gateway.upstream import (
     plain_message,
 )
 
+PROTOCOL = "opentool"  # `Upstream.protocol` of this backend's answers
 _NO_STREAM = object()  # the upstream has no /streamCall: call /call instead
 
 
 class OpenToolBackend(BaseBackend):
     """One OpenTool server; streams a call through `/streamCall` when the client streams."""
+
+    relays = "opentool"  # a front of this protocol is a transparent hop (`BaseBackend.relays`)
 
     features = frozenset({Feature.STREAM})
 
@@ -161,18 +164,19 @@ class OpenToolBackend(BaseBackend):
                     return _NO_STREAM
                 value = self._value(function, answer, response)
                 streamed += 1
-                await context.stream(value)
+                await context.stream(value)  # an `Answered`: an OpenTool front passes the result on as it came
             return value
 
-    def _value(self, function: Function, answer: Any, response: httpx.Response) -> Any:
-        """The value of one JSON-RPC answer, or the canonical failure it carries (raised)."""
+    def _value(self, function: Function, answer: Any, response: httpx.Response) -> Answered:
+        """The value of one JSON-RPC answer with its `result` as it came, or the canonical failure it carries
+        (raised, with its `error` as it came): an OpenTool front passes either on unchanged."""
         try:
             result, error = codec.read_answer(answer)
         except ValueError as exc:
             raise self._invalid(response, str(exc)) from None
         toolplex = function.extension is not None
         if error is not None:
-            raise GatewayError(codec.read_error(error, toolplex=toolplex))
+            raise UpstreamFailed(codec.read_error(error, toolplex=toolplex), UpstreamAnswer(PROTOCOL, error=error))
         if not toolplex and _unsupported(result):
             # The TypeScript SDK returns an unknown function as a *successful* {"code": 405, ...}.
             raise GatewayError.of(
@@ -180,7 +184,8 @@ class OpenToolBackend(BaseBackend):
                 f"Upstream {self.name!r} does not know function {function.name!r}: {codec.text_of(result['message'])}",
                 developer_message="Its description lists a function the server does not implement",
             )
-        return codec.unwrap_result(result) if toolplex else unwrap(function, result)
+        value = codec.unwrap_result(result) if toolplex else unwrap(function, result)
+        return Answered(value, UpstreamAnswer(PROTOCOL, result=result))
 
     def _status_failure(self, response: httpx.Response, *, forwarded: bool = False) -> Failure:
         """An HTTP error answer: its status says the kind; a JSON-RPC error body adds its details."""

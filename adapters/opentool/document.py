@@ -12,9 +12,10 @@ a Toolplex over OpenTool then keeps every tool exactly as it was.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ class Function:
     return_name: str | None
     # The `x-toolplex` member: present when the document comes from a Toolplex.
     extension: dict[str, Any] | None = None
+    # The function as the upstream described it (its `$ref`s inlined): what `/load` serves again for it.
+    entry: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -135,12 +138,15 @@ def parse_document(doc: Any) -> Document:
         description = _require(fn, "description", str, path)
         properties: dict[str, Any] = {}
         required: list[str] = []
+        entry = {k: v for k, v in fn.items() if k != EXTENSION}
+        entry_parameters: list[Any] = []
         for p_index, param in enumerate(_require(fn, "parameters", list, path)):
             p_path = f"{path}.parameters[{p_index}]"
             if not isinstance(param, dict):
                 raise DocumentError(p_path, "a parameter must be an object")
             p_name = _require(param, "name", str, p_path)
             schema = resolver.schema(_require(param, "schema", dict, p_path), f"{p_path}.schema")
+            entry_parameters.append({**param, "schema": copy.deepcopy(schema)})
             if param.get("description") and "description" not in schema:
                 schema["description"] = param["description"]
             if _require(param, "required", bool, p_path):
@@ -158,8 +164,10 @@ def parse_document(doc: Any) -> Document:
                 raise DocumentError(r_path, "must be an object or null")
             return_name = _require(returned, "name", str, r_path)
             output_schema = resolver.schema(_require(returned, "schema", dict, r_path), f"{r_path}.schema")
+            entry["return"] = {**returned, "schema": copy.deepcopy(output_schema)}
+        entry["parameters"] = entry_parameters
         extension = _extension(fn.get(EXTENSION), f"{path}.{EXTENSION}") if EXTENSION in fn else None
-        functions.append(Function(name, description, input_schema, output_schema, return_name, extension))
+        functions.append(Function(name, description, input_schema, output_schema, return_name, extension, entry))
     return Document(
         opentool=opentool,
         title=title,
@@ -286,6 +294,18 @@ def schema_object(schema: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def function_of(spec: ToolSpec) -> dict[str, Any]:
+    """A tool as a `/load` function: an OpenTool upstream's own as it described it (under the gateway's name for
+    it: a transparent hop), any other built from the canonical spec."""
+    extension = {
+        "toolkit": spec.toolkit,
+        "name": spec.name,
+        "version": spec.version,
+        "input_schema": spec.input_schema,
+        "output_schema": spec.output_schema,
+    }
+    own = spec.binding.entry if isinstance(spec.binding, Function) else None
+    if own is not None:
+        return {**own, "name": spec.flat_name, EXTENSION: extension}
     properties: dict[str, Any] = spec.input_schema.get("properties", {})
     required = set(spec.input_schema.get("required", []))
     parameters = []
@@ -308,13 +328,7 @@ def function_of(spec: ToolSpec) -> dict[str, Any]:
         "description": spec.description,
         "parameters": parameters,
         "return": returned,
-        EXTENSION: {
-            "toolkit": spec.toolkit,
-            "name": spec.name,
-            "version": spec.version,
-            "input_schema": spec.input_schema,
-            "output_schema": spec.output_schema,
-        },
+        EXTENSION: extension,
     }
 
 

@@ -32,6 +32,8 @@ log = structlog.get_logger("toolplex.oxp.backend")
 class OxpBackend(BaseBackend):
     """One OXP server upstream, reached with an API key, a minted JWT, both, or the client's own header."""
 
+    relays = "oxp"  # a front of this protocol is a transparent hop (`BaseBackend.relays`)
+
     # An OXP server checks each tool's requirements itself, and its challenge carries the
     # authorization URL: the pipeline leaves an authorization it knows no URL for to it.
     features = frozenset({Feature.CHECKS_REQUIREMENTS})

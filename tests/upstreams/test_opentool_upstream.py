@@ -123,12 +123,12 @@ async def test_stream_call_is_passed_through_event_by_event() -> None:
             plain = await client.post("/opentool/call", content=body, headers=headers)
     assert streamed.text == (
         'event: start\ndata: {"start":"GeoTools_countdown"}\n\n'
-        'event: data\ndata: {"jsonrpc":"2.0","result":{"result":2},"error":null,"id":"s"}\n\n'
-        'event: data\ndata: {"jsonrpc":"2.0","result":{"result":1},"error":null,"id":"s"}\n\n'
-        'event: data\ndata: {"jsonrpc":"2.0","result":{"result":0},"error":null,"id":"s"}\n\n'
+        'event: data\ndata: {"jsonrpc":"2.0","result":{"left":2},"error":null,"id":"s"}\n\n'
+        'event: data\ndata: {"jsonrpc":"2.0","result":{"left":1},"error":null,"id":"s"}\n\n'
+        'event: data\ndata: {"jsonrpc":"2.0","result":{"left":0},"error":null,"id":"s"}\n\n'
         'event: done\ndata: {"done":"GeoTools_countdown"}\n\n'
     )
-    assert plain.json()["result"] == {"result": 0}
+    assert plain.json()["result"] == {"left": 0}  # the upstream's own result, as it came
 
 
 @pytest.mark.parametrize("front", ["opentool", "jsonrpc"])
@@ -216,20 +216,22 @@ async def test_description_file_fronts_the_typescript_sdk_server(
             return (await client.post("/opentool/call", json=body)).json()
 
         created = await call("create", {"text": "hello"})
-        read = await call("read", {"id": created["result"]["result"]})
+        read = await call("read", {"id": created["result"]["id"]})
         missing = await call("read", {"id": 99})
         fatal = await call("run", {})
         stream_body = {"jsonrpc": "2.0", "method": "MockTextStore_count", "params": {}, "id": "s"}
         streamed = await client.post("/opentool/streamCall", json=stream_body)
         archive = await call("archive", {}) if form == "json" else None
         definition = next(t for t in (await client.get("/tools")).json()["items"] if t["name"] == "MockTextStore_read")
-    assert created["result"] == {"result": 1}  # {"id": 1} unwrapped: the declared return is an integer
-    assert read["result"] == {"result": "hello"} and read["error"] is None  # "jsonrpc": "2.0.0" accepted
+    # An OpenTool caller gets the upstream's own `result` as it came (a transparent hop); other fronts get the
+    # value unwrapped under its declared return (an integer: 1).
+    assert created["result"] == {"id": 1}
+    assert read["result"] == {"text": "hello"} and read["error"] is None  # "jsonrpc": "2.0.0" accepted
     assert missing["error"]["code"] == 500 and missing["error"]["message"] == "Error: No text found with id: 99"
     assert fatal["error"] == {"code": 500, "message": '{"code":500,"message":"Error: Fatal error occurred in run()"}'}
     assert streamed.text == (  # no /streamCall there: /call's one value, framed as a direct stream
         'event: start\ndata: {"start":"MockTextStore_count"}\n\n'
-        'event: data\ndata: {"jsonrpc":"2.0","result":{"result":1},"error":null,"id":"s"}\n\n'
+        'event: data\ndata: {"jsonrpc":"2.0","result":{"count":1},"error":null,"id":"s"}\n\n'
         'event: done\ndata: {"done":"MockTextStore_count"}\n\n'
     )
     if archive is not None:  # the successful {"code": 405, ...} answer is "not found"
@@ -276,7 +278,7 @@ async def test_stream_call_falls_back_to_call_with_the_same_frames(mode: str) ->
     first, second = await streamed_frames("--stream", mode)
     assert direct == (
         'event: start\ndata: {"start":"GeoTools_distance"}\n\n'
-        'event: data\ndata: {"jsonrpc":"2.0","result":{"result":111.195},"error":null,"id":"d"}\n\n'
+        'event: data\ndata: {"jsonrpc":"2.0","result":{"km":111.195},"error":null,"id":"d"}\n\n'
         'event: done\ndata: {"done":"GeoTools_distance"}\n\n'
     )
     assert first == direct and second == direct
