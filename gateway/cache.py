@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import GatewayError
-from gateway.model import CallContext, ToolSpec, Upstream, principal_name
+from gateway.model import CallContext, ToolSpec, UpstreamAnswer, principal_name
 from gateway.ownership import OwnedEntries, Shares
 from gateway.settings import BackendSettings, CacheSettings
 
@@ -164,7 +164,7 @@ class ResultCache:
             return MISS
         kept = orjson.loads(entry[2])
         upstream = kept.get("upstream")
-        return kept.get("value"), Upstream.from_dict(upstream) if upstream is not None else None
+        return kept.get("value"), UpstreamAnswer.from_dict(upstream) if upstream is not None else None
 
     def put(
         self,
@@ -173,7 +173,7 @@ class ResultCache:
         value: Any,
         caller: CallerKey = "",
         owner: str = "",
-        upstream: Upstream | None = None,
+        upstream: UpstreamAnswer | None = None,
     ) -> None:
         """Keep `value` (and the upstream's own answer, for a front of its protocol) for `ttl_for(spec)`, as
         `owner`'s (the principal whose call made it); one that does not fit the owner's share is not kept."""

@@ -38,7 +38,7 @@ import structlog
 
 from gateway.background import BackgroundTasks
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.model import Call, Outcome, Upstream, principal_name
+from gateway.model import Call, Outcome, UpstreamAnswer, principal_name
 from gateway.ownership import OwnedEntries, Shares, owned_key
 from gateway.replicas import Replicas
 from gateway.runs import Run, RunRegistry
@@ -349,7 +349,7 @@ def replay_outcome(call_id: str, recorded: dict[str, Any]) -> Outcome:
         value=recorded.get("value"),
         error=Failure.from_dict(error) if error else None,
         duration_ms=float(recorded.get("duration_ms") or 0.0),
-        upstream=Upstream.from_dict(upstream) if isinstance(upstream, dict) else None,
+        upstream=UpstreamAnswer.from_dict(upstream) if isinstance(upstream, dict) else None,
     )
 
 

@@ -201,7 +201,7 @@ class Call:
 
 
 @dataclass(frozen=True)
-class Upstream:
+class UpstreamAnswer:
     """An upstream server's own answer, as its protocol has it (JSON), beside the canonical value or failure.
 
     A front of the same protocol passes it on unchanged (a transparent hop: an MCP server's content blocks,
@@ -218,7 +218,7 @@ class Upstream:
         return {"protocol": self.protocol, "result": self.result, "error": self.error}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Upstream:
+    def from_dict(cls, data: dict[str, Any]) -> UpstreamAnswer:
         return cls(str(data["protocol"]), data.get("result"), data.get("error"))
 
 
@@ -227,14 +227,14 @@ class Answered:
     """What a backend returns instead of a bare value when it keeps the upstream's own answer too."""
 
     value: Any
-    upstream: Upstream
+    upstream: UpstreamAnswer
 
 
 class UpstreamFailed(GatewayError):
     """A failure that came with the upstream's own answer (an MCP `isError` result, a JSON-RPC error):
     the canonical failure for every front, the answer for a front of the same protocol."""
 
-    def __init__(self, failure: Failure, upstream: Upstream) -> None:
+    def __init__(self, failure: Failure, upstream: UpstreamAnswer) -> None:
         super().__init__(failure)
         self.upstream = upstream
 
@@ -249,7 +249,7 @@ class Outcome:
     error: Failure | None = None
     duration_ms: float = 0.0
     cached: bool = False  # served from the result cache; the tool did not run
-    upstream: Upstream | None = None  # the upstream's answer as its protocol has it (`Upstream`)
+    upstream: UpstreamAnswer | None = None  # the upstream's answer as its protocol has it (`UpstreamAnswer`)
 
     @property
     def ok(self) -> bool:
