@@ -32,6 +32,7 @@ from gateway.config import GatewayConfig
 from gateway.discovery import BackendState, Discovery
 from gateway.errors import ConfigError, GatewayError
 from gateway.forwarding import Forwarder
+from gateway.homes import Homes
 from gateway.limits import CallLimiter, RateLimiter
 from gateway.middleware import build_middleware
 from gateway.model import ToolSpec
@@ -263,6 +264,7 @@ class Gateway:
         self.store: StateStore = build_store(config.settings.state, self.shares)
         self.replicas = Replicas(self.store, lease_s=float(config.settings.state.lease_s))
         self.forwarder = Forwarder(self.replicas, timeout_s=float(config.settings.limits.max_timeout_s) + 60)
+        self.homes = Homes(self.store, self.replicas, self.forwarder)
         self.workspaces = Workspaces(config.settings.workspaces, self.shares)
         self.admission = Admission()
         limits = config.settings.limits

@@ -2,8 +2,8 @@
 
 Permission filtering and version resolution are decided here, once, for every
 front. Calls run on the snapshot current when they arrive, so a reload never
-changes a call midway. Pending calls (`runs`: ToolServerNode's 450, OXP's
-patience) and idempotent runs (`idempotent`: OXP's `call_id`) are services too,
+changes a call midway. Pending calls (`runs`) and detached runs (`detached`: OXP's
+`call_id`, ToolServerNode's 450 handles) are services too, and so is where state lives (`homes`),
 so a front holds no state of its own and can be rebuilt on every reload.
 """
 
@@ -18,9 +18,10 @@ import orjson
 
 from gateway.backends import Backend, Feature
 from gateway.catalog import BoundedCache, permission_view
+from gateway.detached import DetachedRuns
 from gateway.errors import Failure, GatewayError
 from gateway.forwarding import Forwarder
-from gateway.idempotency import IdempotentRuns
+from gateway.homes import Homes
 from gateway.model import Call, Outcome, Principal, ToolSpec, permitted
 from gateway.ownership import Shares
 from gateway.replicas import Replicas
@@ -46,7 +47,7 @@ class FrontServices:
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
         self._sessions: dict[str, SessionRegistry] = {}
-        self._idempotent: dict[str, IdempotentRuns] = {}
+        self._detached: dict[str, DetachedRuns] = {}
         # Encoded listings of the current snapshot (see `listing`), bounded in entries and bytes.
         self._listings: BoundedCache[bytes] = BoundedCache(LISTING_ENTRIES, LISTING_BYTES)
         self._listed_for: weakref.ref[Any] | None = None
@@ -195,20 +196,26 @@ class FrontServices:
         """Calls that outlive their request, collected later (pending calls)."""
         return self._gateway.runs
 
-    def idempotent(self, namespace: str) -> IdempotentRuns:
-        """One run per idempotency key in `namespace`, its outcome recorded and replayed (configure() it)."""
-        runs = self._idempotent.get(namespace)
+    def detached(self, namespace: str) -> DetachedRuns:
+        """Calls that outlive their request in `namespace`, their outcomes recorded and collected later by key
+        (OXP's `call_id`, ToolServerNode's 450 handles; `configure()` it)."""
+        runs = self._detached.get(namespace)
         if runs is None:
-            runs = IdempotentRuns(
+            runs = DetachedRuns(
                 self._gateway.store,
                 self._gateway.runs,
                 self.precheck,
                 namespace=namespace,
-                replicas=self._gateway.replicas,
                 shares=self._gateway.shares,
+                homes=self._gateway.homes,
             )
-            self._idempotent[namespace] = runs
+            self._detached[namespace] = runs
         return runs
+
+    @property
+    def homes(self) -> Homes:
+        """Where a caller's in-process state lives (sessions, held calls), and the way there."""
+        return self._gateway.homes
 
     # ---- sessions, state and workspaces ----
 

@@ -264,7 +264,7 @@ def w3c_trace_id(trace_id: str | None) -> str | None:
     return hashlib.sha256(trace_id.encode()).hexdigest()[:32]
 
 
-# ---- call_id as an idempotency key (gateway/idempotency.py holds the records) ----
+# ---- call_id as an idempotency key (gateway/detached.py holds the records) ----
 
 CALL_IDENTITY = "the same tool_id, input and user_id"  # what a call_id must keep naming while it is recorded
 

@@ -1,8 +1,8 @@
 """The OXP front: `GET /health`, `GET /tools`, `POST /tools/call` under a prefix (default: the root).
 
 Every response carries `OXP-Version: 1.0`, errors included. Calls go
-through the gateway's idempotent runs (`services.idempotent("oxp")`, see
-gateway/idempotency.py), which make `call_id` an idempotency key and let long
+through the gateway's detached runs (`services.detached("oxp")`, see
+gateway/detached.py), which make `call_id` an idempotency key and let long
 calls outlive the request. The front object keeps nothing of its own: it is
 rebuilt on every reload, and the service it configures outlives it.
 """
@@ -35,7 +35,7 @@ from gateway.model import Call, CallContext, Principal, ToolSpec
 
 if TYPE_CHECKING:
     from adapters.oxp.settings import OxpFrontSettings
-    from gateway.idempotency import IdempotentRuns
+    from gateway.detached import DetachedRuns
     from gateway.services import FrontServices
 
 FRONT = "oxp"  # also the namespace of its records in the state store: `oxp:call:<principal>:<call_id>`
@@ -75,9 +75,9 @@ def guarded(handler: Handler) -> Handler:
 
 
 class OxpFront:
-    """The handlers of one configuration: the services, the settings, and the idempotent runs they configured."""
+    """The handlers of one configuration: the services, the settings, and the detached runs they configured."""
 
-    def __init__(self, services: FrontServices, settings: OxpFrontSettings, runs: IdempotentRuns) -> None:
+    def __init__(self, services: FrontServices, settings: OxpFrontSettings, runs: DetachedRuns) -> None:
         self.services = services
         self.settings = settings
         self.runs = runs
@@ -205,9 +205,9 @@ def _listing(names: list[str]) -> str:
     return f"{shown} and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else shown
 
 
-def configure_runs(services: FrontServices, settings: OxpFrontSettings) -> IdempotentRuns:
-    """The idempotent runs of this front, (re)configured from its current settings (a reload may change them)."""
-    runs = services.idempotent(FRONT)
+def configure_runs(services: FrontServices, settings: OxpFrontSettings) -> DetachedRuns:
+    """The detached runs of this front, (re)configured from its current settings (a reload may change them)."""
+    runs = services.detached(FRONT)
     runs.configure(
         retention=settings.retention_s,
         patience=settings.patience_s,

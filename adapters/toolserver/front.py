@@ -25,7 +25,6 @@ import secrets
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import httpx
@@ -38,8 +37,8 @@ from adapters.toolserver import codec, shapes, workspace
 from adapters.toolserver.settings import ToolServerFrontSettings
 from gateway.auth import client_credentials
 from gateway.backends import Backend, EnvDescriptions, Feature, SessionBackend
-from gateway.background import BackgroundTasks
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
+from gateway.homes import Where
 from gateway.http import (
     PassedOnResponse,
     browser_form_content_type,
@@ -49,10 +48,7 @@ from gateway.http import (
     retry_after_headers,
     unsupported_media,
 )
-from gateway.idempotency import encode_outcome, replay_outcome
 from gateway.model import Call, CallContext, Outcome, Principal, RequestKind, ToolSpec, principal_name
-from gateway.ownership import owned_key
-from gateway.runs import Run
 from gateway.sessions import Session
 from gateway.workspaces import key_for
 
@@ -65,7 +61,7 @@ COOKIE = "node_id"
 COLLECT_TOOL = "Toolplex_collect_result"  # served here, never listed
 COLLECT_NAMES = frozenset({COLLECT_TOOL, "Toolplex.collect_result"})
 HANDLE_PATTERN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
-HANDLE_SPACE = "toolserver"  # state store: owned_key(it, principal, "handle:" + handle) -> the handle's record
+GRACE_S = 30.0  # beyond the longest call before a `running` result record with no run anywhere is called lost
 SHOWN_ID_LIMIT = 128
 # Passed through to the upstream node of the caller's session (the `toolserver` backend).
 WORKSPACE_PATHS = ("upload_file", "download_file", "get_workspace_structure", "download_workspace")
@@ -85,7 +81,6 @@ STATUS_KINDS = {
 log = structlog.get_logger("toolplex.toolserver")
 
 Handler = Callable[[Request, "_Caller"], Awaitable[Response]]
-_BACKGROUND = BackgroundTasks()  # settling results of runs that finished after their 450
 
 
 class _Answer(Exception):
@@ -98,22 +93,12 @@ class _Answer(Exception):
 
 
 class _Forward(Exception):
-    """The request is for another replica (its session's home, or the replica running its call)."""
+    """The request is for another replica: its session's home."""
 
     def __init__(self, url: str, body: bytes | None = None) -> None:
         super().__init__(url)
         self.url = url
         self.body = body  # the body already read here, when it was
-
-
-@dataclass
-class _Collected:
-    """What collecting a handle came to: the call's outcome, a retry later (none), or another replica's URL."""
-
-    outcome: Outcome | None = None
-    tool: str = ""
-    arguments: dict[str, Any] = field(default_factory=dict)
-    forward: str | None = None
 
 
 class _Caller:
@@ -141,6 +126,13 @@ class _Caller:
         return f"{FRONT}/{principal_name(self.principal)}/{self.session_id or ''}"
 
 
+def _still_running(outcome: Outcome) -> bool:
+    """Our own "not yet" (`gateway.detached`): answered 450 with the handle. An upstream node's own 450
+    carries its `next_calling` and is the call's answer (`_render`)."""
+    failure = outcome.error
+    return failure is not None and failure.kind == ErrorKind.PENDING and "next_calling" not in failure.details
+
+
 def _shown(node_id: str) -> str:
     return node_id if len(node_id) <= SHOWN_ID_LIMIT else node_id[:SHOWN_ID_LIMIT] + "..."
 
@@ -157,7 +149,20 @@ class ToolServerFront:
         self.prefix = settings.prefix
         self.patience = settings.patience_s
         self.env_tool_cap = settings.env_tool_cap
-        self.retention = settings.result_retention_s
+        # Results of calls answered 450, collected with their handle (`gateway.detached`); it outlives reloads.
+        self.detached = services.detached(FRONT)
+        self.detached.configure(
+            retention=settings.result_retention_s,
+            patience=settings.patience_s,
+            retry_after_ms=0,
+            max_bytes=settings.result_max_bytes,
+            max_entries=settings.result_max_entries,
+            recorded=lambda _outcome: True,  # whatever it came to is the handle's answer
+            identity="one call",
+            subject="this call",
+            again="call the tool again to start a new run",
+            collect_hint=f"collect its result with {COLLECT_TOOL}",
+        )
         # The services keep the registry (and its sessions) across reloads; this only names it.
         self.sessions = services.sessions(FRONT, idle_s=settings.session_idle_s)
         self.workspace_backend = _workspace_backend(services, settings.workspace_backend)
@@ -193,12 +198,11 @@ class ToolServerFront:
         The home holds what lives in one process: the session's workspace on disk,
         its pending calls, its upstream node sessions.
         """
-        forwarder = self.services.forwarder
-        if self.services.replicas.is_self(session.home) or forwarder.forwarded(request):
+        route = await self.services.homes.route(session.home, request)
+        if route.where is Where.HERE:
             return session
-        url = await forwarder.owner_url(session.home)
-        if url is not None:
-            raise _Forward(url)
+        if route.where is Where.THERE:
+            raise _Forward(str(route.url))
         log.warning("session_adopted", lost_replica=session.home, replica=self.services.replicas.id)
         return await self.sessions.adopt(session)
 
@@ -251,7 +255,7 @@ class ToolServerFront:
                 return await handler(request, caller)
             except _Forward as forward:
                 try:
-                    return await self.services.forwarder.forward(request, forward.url, body=forward.body)
+                    return await self.services.homes.forward(request, forward.url, body=forward.body)
                 except GatewayError as exc:
                     return self._failure(exc.failure)
             except _Answer as answer:
@@ -383,25 +387,20 @@ class ToolServerFront:
         name, _, version = name.partition("@")  # `Name@x.y.z`: a Toolplex on the other side asks for a version
         call = Call(tool=name, arguments=wanted.arguments, context=context, version=version or None)
         handle = secrets.token_urlsafe(32)
+        lost_after = self.services.limits.max_timeout_s + self.patience + GRACE_S
         try:
-            run = self.services.runs.start(handle, call, owner=caller.session_id)
+            outcome = await self.detached.call(
+                handle, handle, call, lost_after, owner=caller.owner, meta={"tool": name, "arguments": wanted.arguments}
+            )
         except GatewayError as exc:
             raise _Answer(codec.status_of(exc.failure), codec.failure_detail(exc.failure)) from None
-        outcome = await self.services.runs.wait(run, self.patience)
-        if outcome is None:
-            key = self._handle_key(caller, handle)
-            record = {"owner": caller.owner, "tool": name, "replica": self.services.replicas.id}
-            await self.services.store.set(key, record, self.retention)
-            if caller.session is not None:
-                await self.sessions.own(caller.session, key)
-            run.task.add_done_callback(lambda _task: _BACKGROUND.spawn(self._settle(key, record, handle, run)))
+        if _still_running(outcome):
+            if caller.session is not None:  # released with its session
+                record_key = self.detached.record_key(principal_name(caller.principal), handle)
+                await self.sessions.own(caller.session, record_key)
             return self._retry(handle)
-        self.services.runs.forget(handle)
+        await self.detached.forget(handle, principal_name(caller.principal))  # answered now: no handle to keep
         return self._render(outcome, name, wanted.arguments)
-
-    def _handle_key(self, caller: _Caller, handle: str) -> str:
-        """The store key of a result handle: its principal's own (another principal's lookup finds nothing)."""
-        return owned_key(HANDLE_SPACE, principal_name(caller.principal), "handle:" + handle)
 
     async def _collect(self, request: Request, arguments: dict[str, Any], caller: _Caller) -> Response:
         """Collect a result handle: a request of the caller's own through the pipeline (`RequestKind.COLLECT`:
@@ -410,82 +409,31 @@ class ToolServerFront:
         handle = shapes.collect_arguments(arguments)
         gone = f"The result handle {_shown(handle)} is unknown, expired or already collected"
 
-        async def collect(_context: CallContext) -> _Collected:
-            return await self._collected(request, handle, gone, caller)
+        async def collect(context: CallContext) -> tuple[Outcome, dict[str, Any]]:
+            collected = None
+            if HANDLE_PATTERN.match(handle):
+                collected = await self.detached.collect(
+                    handle, Call(tool="collect", arguments={}, context=context), owner=caller.owner
+                )
+            if collected is None:
+                raise GatewayError.of(ErrorKind.NOT_FOUND, gone)
+            return collected
 
         call = Call(tool="collect", arguments={}, context=caller.context(), kind=RequestKind.COLLECT, run=collect)
-        outcome = await self.services.call(call)
-        if outcome.error is not None:
-            if outcome.error.kind == ErrorKind.NOT_FOUND:
+        answer = await self.services.call(call)
+        if answer.error is not None:
+            if answer.error.kind == ErrorKind.NOT_FOUND:
                 raise _Answer(404, gone)
-            return self._failure(outcome.error)
-        collected: _Collected = outcome.value
-        if collected.forward is not None:
-            raise _Forward(collected.forward, body=getattr(request.state, "raw_body", None))
-        if collected.outcome is None:
+            return self._failure(answer.error)
+        outcome, meta = answer.value
+        if _still_running(outcome):
             return self._retry(handle)
-        return self._render(collected.outcome, collected.tool, collected.arguments)
-
-    async def _collected(self, request: Request, handle: str, gone: str, caller: _Caller) -> _Collected:
-        if not HANDLE_PATTERN.match(handle):
-            raise GatewayError.of(ErrorKind.NOT_FOUND, gone)
-        key = self._handle_key(caller, handle)
-        record = await self.services.store.get(key)
-        if record is None or record.get("owner") != caller.owner:  # another session's: as unknown
-            raise GatewayError.of(ErrorKind.NOT_FOUND, gone)
-        tool = str(record.get("tool"))
-        if "outcome" in record:  # finished, here or in another replica, maybe before a restart
-            self.services.runs.forget(handle)
-            await self._drop_handle(key, caller)
-            return _Collected(replay_outcome(handle, record["outcome"]), tool, record.get("arguments") or {})
-        run = self.services.runs.get(handle)
-        if run is None:
-            url = await self._elsewhere(request, record)
-            if url is not None:
-                return _Collected(forward=url)
-            await self._drop_handle(key, caller)
-            raise GatewayError.of(ErrorKind.NOT_FOUND, gone)
-        outcome = await self.services.runs.wait(run, self.patience)
-        if outcome is None:
-            await self.services.store.touch(key, self.retention)
-            return _Collected()
-        if self.services.runs.get(handle) is not run:  # a concurrent collect took it first
-            raise GatewayError.of(ErrorKind.NOT_FOUND, gone)
-        self.services.runs.forget(handle)
-        await self._drop_handle(key, caller)
-        return _Collected(outcome, tool, run.call.arguments)
-
-    async def _elsewhere(self, request: Request, record: dict[str, Any]) -> str | None:
-        """A call running in another replica: the URL to forward the collect to; None when it runs here (or
-        this request was forwarded already); that replica's loss is the caller's error."""
-        replica = record.get("replica")
-        if self.services.replicas.is_self(replica) or self.services.forwarder.forwarded(request):
-            return None
-        url = await self.services.forwarder.owner_url(replica)
-        if url is not None:
-            return url
-        raise GatewayError.of(
-            ErrorKind.INTERNAL,
-            "The gateway replica running this call was lost before the call finished; "
-            "it was not run again: call the tool again to start a new run",
-        )
-
-    async def _settle(self, key: str, record: dict[str, Any], handle: str, run: Run) -> None:
-        """Keep a finished, uncollected result in the store: any replica, even after a restart, hands it out."""
-        try:
-            outcome = await self.services.runs.wait(run, 0)
-            if outcome is None or self.services.runs.get(handle) is not run:  # collected meanwhile
-                return
-            settled = {**record, "outcome": encode_outcome(outcome), "arguments": run.call.arguments}
-            if await self.services.store.touch(key, self.retention):
-                await self.services.store.set(key, settled, self.retention)
-        except Exception:
-            log.exception("result_not_kept", tool=record.get("tool"))
-
-    async def _drop_handle(self, key: str, caller: _Caller) -> None:
-        await self.services.store.delete(key)
+        await self.detached.forget(handle, principal_name(caller.principal))  # a handle is collected once
         if caller.session is not None:
-            await self.sessions.disown(caller.session, key)
+            await self.sessions.disown(
+                caller.session, self.detached.record_key(principal_name(caller.principal), handle)
+            )
+        return self._render(outcome, str(meta.get("tool") or ""), meta.get("arguments") or {})
 
     @staticmethod
     def _retry(handle: str) -> Response:
@@ -517,7 +465,7 @@ class ToolServerFront:
         session = await self.sessions.get(node_id, caller.principal) if node_id is not None else None
         if session is None:
             return json_response(_invalid_node(node_id))
-        self.services.runs.cancel_owned_by(session.id)
+        self.services.runs.cancel_owned_by(_Caller(caller.principal, session).owner)
         return json_response(f"Close session: {session.id}")
 
     async def release_session(self, request: Request, caller: _Caller) -> Response:
@@ -526,10 +474,9 @@ class ToolServerFront:
         session = await self.sessions.release(node_id, caller.principal) if node_id is not None else None
         if session is None:
             return json_response(_invalid_node(node_id))
-        self.services.runs.cancel_owned_by(session.id)
-        for key in session.owned:
-            if key.startswith(HANDLE_SPACE + ":") and ":handle:" in key:
-                self.services.runs.forget(key.rsplit(":handle:", 1)[1])
+        self.services.runs.cancel_owned_by(_Caller(caller.principal, session).owner)
+        for key in session.owned:  # its runs' records went with the session (`SessionRegistry.release`)
+            self.services.runs.forget(key)
         released = _Caller(caller.principal, session)
         await self._release_upstream(principal_name(caller.principal), str(released.session_key))
         self.services.workspaces.release(key_for(released.context()))

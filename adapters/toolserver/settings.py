@@ -40,6 +40,17 @@ class ToolServerFrontSettings(FrontSettings):
         gt=0,
         description="How long an uncollected 450 handle stays valid (runs are also dropped 600 s after they finish)",
     )
+    result_max_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1,
+        description=(
+            "Byte budget of the finished, uncollected results kept for 450 handles (their JSON), each caller "
+            "within its share; a caller's oldest go first, and a result larger than the budget is not kept"
+        ),
+    )
+    result_max_entries: int = Field(
+        default=10_000, ge=1, description="How many finished, uncollected results are kept at most"
+    )
     workspace_backend: str | None = Field(
         default=None,
         description=(

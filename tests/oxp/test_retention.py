@@ -3,7 +3,7 @@
 5,000 calls with distinct call_ids go through a real (in-process) gateway
 with a small budget; the idempotent runs' index, the state store and the run
 registry must stay within their bounds, and no settled run may stay alive.
-The budget index on its own is tested in tests/core/test_idempotency.py.
+The budget index on its own is tested in tests/core/test_detached.py.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import gc
 from typing import Any
 
 from gateway.catalog import Catalog
+from gateway.detached import DetachedRuns
 from gateway.dispatch import Dispatcher
-from gateway.idempotency import IdempotentRuns
 from gateway.model import Call
 from gateway.runs import RunRegistry
 from tests.oxp.helpers import oxp_config
@@ -26,9 +26,9 @@ MAX_BYTES = 20_000
 MAX_ENTRIES = 300
 
 
-def idempotent_runs_of(app: Any) -> IdempotentRuns:
+def idempotent_runs_of(app: Any) -> DetachedRuns:
     """The OXP front's idempotent runs: the gateway's service for the "oxp" namespace, as the front configured it."""
-    runs: IdempotentRuns = app.state.gateway.services.idempotent("oxp")
+    runs: DetachedRuns = app.state.gateway.services.detached("oxp")
     return runs
 
 

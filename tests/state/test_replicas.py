@@ -74,7 +74,7 @@ class Cluster:
         """A 450 handle's record in Redis holds the finished outcome (so no process memory is needed)."""
         client = redis.Redis.from_url(self.env["REDIS_URL"])
         try:
-            raw = client.get(f"{self.env['KEY_PREFIX']}toolserver:~:handle:{handle}")  # anonymous: owner ""
+            raw = client.get(f"{self.env['KEY_PREFIX']}toolserver:~:call:{handle}")  # anonymous: owner ""
         finally:
             client.close()
         return raw is not None and "outcome" in json.loads(raw)

@@ -10,8 +10,7 @@ import httpx
 import pytest
 
 import gateway.state
-from adapters.toolserver.front import COLLECT_TOOL, HANDLE_SPACE
-from gateway.ownership import owned_key
+from adapters.toolserver.front import COLLECT_TOOL
 from tests.support import asgi_client
 
 CONFIG = """
@@ -124,12 +123,13 @@ async def test_release_forgets_everything_and_later_calls_get_403(client: httpx.
     r = await execute(client, node_id, {"tool_name": "Demo_Sleep", "arguments": {"seconds": 30}})
     assert r.status_code == 450
     handle = r.json()["detail"]["arguments"]["handle"]
-    assert gw.runs.get(handle) is not None
+    record = gw.services.detached("toolserver").record_key("", handle)
+    assert gw.runs.get(record) is not None and await gw.store.get(record) is not None
     r = await client.post("/release_session", headers=jar(node_id))
     assert (r.status_code, r.json()) == (200, f"Release session: {node_id}")
     assert 'node_id=""' in r.headers["set-cookie"]
-    assert gw.runs.get(handle) is None
-    assert await gw.store.get(owned_key(HANDLE_SPACE, "", "handle:" + handle)) is None
+    assert gw.runs.get(record) is None
+    assert await gw.store.get(record) is None
     r = await execute(client, node_id, {"tool_name": COLLECT_TOOL, "arguments": {"handle": handle}})
     assert (r.status_code, r.json()) == (403, {"detail": f"invalid node_id: {node_id}"})
     r = await client.post("/get_available_tools", headers=jar(node_id))

@@ -65,9 +65,9 @@ from adapters.mcp.server.passthrough import Passthrough, progress_token
 from adapters.mcp.server.sessions import OPENING, EventLogs, SessionManager
 from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, GatewayError
+from gateway.homes import Where
 from gateway.http import json_response, nesting_exceeds
 from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permitted, principal_name
-from gateway.ownership import owned_key
 
 if TYPE_CHECKING:
     from adapters.mcp.server.settings import McpFrontSettings
@@ -79,7 +79,7 @@ _BLANKS: Final = b" \t"  # what may surround a header value (RFC 9110 section 5.
 SERVER_NAME: Final = "toolplex"
 SESSION_HEADER: Final = "mcp-session-id"
 SESSION_HEADER_RAW: Final = SESSION_HEADER.encode()
-SESSION_SPACE: Final = "session.mcp"  # state store: owned_key(it, principal, "id@path") -> {"home", "principal"}
+SESSION_SPACE: Final = "session.mcp"  # `gateway.homes` space of the sessions' homes, named "id@path"
 log = structlog.get_logger("toolplex.mcp")
 # The caller of the request being handled: set before the SDK sees the request, read by the schema
 # lookup the SDK calls before any handler (where no request context exists yet).
@@ -526,10 +526,11 @@ class Endpoint:
                     return
         await self.manager.handle_request(scope, receive, self._recording(send, session_id, principal, scope))
 
-    def _session_key(self, owner: str, session_id: str) -> str:
-        """A session's record in the state store: its principal's, and this endpoint's (the same id at another
-        endpoint, a virtual server, is no session there, and never reaches or ends this one's record)."""
-        return owned_key(SESSION_SPACE, owner, f"{session_id}@{self.path}")
+    def _session_name(self, session_id: str) -> str:
+        """A session's name among its principal's homes (`gateway.homes`, space `SESSION_SPACE`): its id at this
+        endpoint (the same id at another endpoint, a virtual server, is no session there, and never reaches or
+        ends this one's record)."""
+        return f"{session_id}@{self.path}"
 
     async def _within_limits(self, scope: Scope, receive: Receive) -> tuple[Receive, Response | None]:
         """A POST body within `limits.max_body_bytes` and `limits.max_json_depth`, as every front's, read once
@@ -566,25 +567,23 @@ class Endpoint:
         self, scope: Scope, receive: Receive, session_id: str, principal: Principal | None
     ) -> Response | None:
         """None to serve the request here; else the answer: the home replica's, or 404 for a session nobody has."""
-        store = self.services.store
-        key = self._session_key(principal_name(principal), session_id)  # another principal's: unknown
-        record = await store.get(key)
-        if not isinstance(record, dict) or record.get("principal") != principal_name(principal):
+        homes, owner, name = self.services.homes, principal_name(principal), self._session_name(session_id)
+        record = await homes.find(SESSION_SPACE, owner, name)  # another principal's: unknown
+        if record is None:
             return _not_found()
-        home = record.get("home")
         request = Request(scope, receive)
-        if self.services.replicas.is_self(home) or self.services.forwarder.forwarded(request):
+        route = await homes.route(record.get("home"), request)
+        if route.where is Where.HERE:
             if session_id not in sdk.open_sessions(self.manager):
-                await store.delete(key)
+                await homes.forget(SESSION_SPACE, owner, name)
                 return _not_found()
-            await store.touch(key, self.settings.session_idle_s)
+            await homes.touch(SESSION_SPACE, owner, name, self.settings.session_idle_s)
             return None
-        url = await self.services.forwarder.owner_url(home)
-        if url is None:  # the home replica is gone, and its sessions with it
-            await store.delete(key)
+        if route.where is Where.GONE:  # the home replica is gone, and its sessions with it
+            await homes.forget(SESSION_SPACE, owner, name)
             return _not_found()
         try:
-            return await self.services.forwarder.forward(request, url)
+            return await homes.forward(request, str(route.url))
         except GatewayError as exc:
             body = {
                 "jsonrpc": "2.0",
@@ -597,8 +596,7 @@ class Endpoint:
         self, send: Send, session_id: str | None, principal: Principal | None, scope: Scope
     ) -> Callable[[Message], Awaitable[None]]:
         """`send`, recording a session the answer opens (its home: this replica) and forgetting one DELETEd."""
-        store, idle = self.services.store, self.settings.session_idle_s
-        home = self.services.replicas.id
+        homes, idle = self.services.homes, self.settings.session_idle_s
         owner = principal_name(principal)
 
         async def recording(message: Message) -> None:
@@ -607,10 +605,9 @@ class Endpoint:
                 if session_id is None and status < 400:
                     opened = Headers(raw=message.get("headers", [])).get(SESSION_HEADER)
                     if opened is not None:
-                        record = {"home": home, "principal": owner}
-                        await store.set(self._session_key(owner, opened), record, idle)
+                        await homes.record(SESSION_SPACE, owner, self._session_name(opened), idle)
                 elif session_id is not None and scope["method"] == "DELETE" and status < 400:
-                    await store.delete(self._session_key(owner, session_id))
+                    await homes.forget(SESSION_SPACE, owner, self._session_name(session_id))
                     self.sessions.pop(session_id, None)
             await send(message)
 

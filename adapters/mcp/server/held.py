@@ -1,7 +1,7 @@
 """Where a held call lives (`adapters.mcp.client.held`), so that its caller's retry reaches it from any replica.
 
-A held call lives in the replica that holds the upstream's connection. The front records that replica in
-the state store under the caller's principal (`STORE_SPACE`), as it does a session's home, and a
+A held call lives in the replica that holds the upstream's connection. The front records that replica as
+its home under the caller's principal (`gateway.homes`, space `STORE_SPACE`), as it does a session's, and a
 stateless retry (`relay.HELD_METHODS`) naming a call another replica holds is forwarded there (`route`).
 Another principal's retry finds no record: it is served here, and refused as an unknown state.
 """
@@ -19,9 +19,9 @@ from starlette.types import Message, Receive, Scope
 from adapters.mcp.relay import is_held
 from adapters.mcp.server import direct
 from gateway.errors import GatewayError
+from gateway.homes import Where
 from gateway.http import json_response
 from gateway.model import Principal, principal_name
-from gateway.ownership import owned_key
 
 if TYPE_CHECKING:
     from starlette.responses import Response
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("toolplex.mcp")
 
-STORE_SPACE: Final = "held.mcp"  # state store: owned_key(it, principal, token) -> {"home": replica id, "principal"}
+STORE_SPACE: Final = "held.mcp"  # `gateway.homes` space of the held calls' homes, named by their token
 RECORD_SLACK_S: Final = 60.0  # a hold's record outlives its answer wait by this (the retry's round included)
 
 
@@ -41,10 +41,10 @@ async def record(endpoint: Endpoint, token: str | None, principal: Principal | N
     A store failure costs only the forwarding (a retry that reaches this replica still finds the call)."""
     if not is_held(token):
         return
-    owner = principal_name(principal)
-    home = {"home": endpoint.services.replicas.id, "principal": owner}
     try:
-        await endpoint.services.store.set(owned_key(STORE_SPACE, owner, str(token)), home, answer_s + RECORD_SLACK_S)
+        await endpoint.services.homes.record(
+            STORE_SPACE, principal_name(principal), str(token), answer_s + RECORD_SLACK_S
+        )
     except GatewayError as exc:
         log.warning("mcp_held_call_not_recorded", error=exc.failure.message)
 
@@ -73,24 +73,19 @@ async def route(
         return None, replayed
     if not is_held(token):
         return None, replayed
-    services = endpoint.services
+    homes = endpoint.services.homes
     try:
-        found = await services.store.get(owned_key(STORE_SPACE, principal_name(principal), token))
+        found = await homes.find(STORE_SPACE, principal_name(principal), token)  # another principal's: None
     except GatewayError:
         return None, replayed  # the store is out of reach: served here (the call is unknown here if held elsewhere)
-    request = Request(scope, replayed)
-    if (
-        not isinstance(found, dict)
-        or found.get("principal") != principal_name(principal)
-        or services.replicas.is_self(found.get("home"))
-        or services.forwarder.forwarded(request)
-    ):
+    if found is None:
         return None, replayed
-    url = await services.forwarder.owner_url(found.get("home"))
-    if url is None:
-        return None, replayed  # its replica is gone, and the call with it: refused here
+    request = Request(scope, replayed)
+    where = await homes.route(found.get("home"), request)
+    if where.where is not Where.THERE:
+        return None, replayed  # held here; or its replica is gone, and the call with it: refused here
     try:
-        return await services.forwarder.forward(request, url, body=body), replayed
+        return await homes.forward(request, str(where.url), body=body), replayed
     except GatewayError as exc:
         error = {"code": types.INTERNAL_ERROR, "message": exc.failure.message}
         return json_response({"jsonrpc": "2.0", "id": _id_of(decoded), "error": error}, status=503), replayed

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
+from gateway.detached import DetachedRuns, Retained
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.idempotency import IdempotentRuns, Retained
 from gateway.model import Call, CallContext, Outcome, Principal
 from gateway.ownership import Shares
 from gateway.runs import RunRegistry
@@ -43,9 +43,9 @@ class Pipeline:
 
 def service(
     pipeline: Pipeline, *, precheck: Failure | None = None, patience: float = DEADLINE_S, **bounds: int
-) -> tuple[IdempotentRuns, MemoryStore]:
+) -> tuple[DetachedRuns, MemoryStore]:
     store = MemoryStore()
-    runs = IdempotentRuns(store, RunRegistry(pipeline), lambda _call: precheck, namespace="ns")
+    runs = DetachedRuns(store, RunRegistry(pipeline), lambda _call: precheck, namespace="ns")
     runs.configure(
         retention=600,
         patience=patience,
@@ -169,7 +169,7 @@ async def test_reconfiguring_keeps_the_index_and_applies_the_new_bounds() -> Non
 
 async def test_calls_before_configure_are_refused() -> None:
     store = MemoryStore()
-    runs = IdempotentRuns(store, RunRegistry(Pipeline()), lambda _call: None, namespace="ns")
+    runs = DetachedRuns(store, RunRegistry(Pipeline()), lambda _call: None, namespace="ns")
     with pytest.raises(RuntimeError, match="before configure"):
         await runs.call("a", "fp", call("a"), 60)
 

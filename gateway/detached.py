@@ -1,27 +1,28 @@
-"""Idempotent runs: one run per idempotency key, its outcome recorded in the state store and replayed.
+"""Detached runs: calls that outlive the request that started them, their outcome recorded and collected later.
 
-A front whose protocol carries an idempotency key (a client-chosen call id)
-hands each call here with the key and a fingerprint of what makes two requests
-"the same call". A record per key lives in the `StateStore` (so replicas can
-share it): `running` while the tool runs, then `done` with the outcome as JSON
-for the retention time. The live run sits in the `RunRegistry` under the same
-key, so a duplicate that arrives while it runs waits for that very run, and a
-client that gave up after the patience collects it with the same key. Only the
-outcomes the front's `recorded` predicate accepts are kept (typically: the tool
-ran); a failure answered before the tool ran is dropped, so a retry after
-fixing it runs.
+Two fronts answer a client before its call is done: OXP (a call still running after the patience is
+collected by sending the same `call_id` again: an idempotency key) and ToolServerNode (450 "call again",
+collected with a handle). One service serves both. Each run is recorded in the `StateStore` under its
+key and its principal (`owned_key`, so another principal's key is an unknown one): `running` while the
+tool runs, then `done` with the outcome as JSON (and the upstream's own answer) for the retention time.
+The live run sits in the `RunRegistry` under the record's key, so a repeat that arrives while it runs
+waits for that very run; a run in another replica is followed through the shared record (polled) until
+the patience, and reported lost once its replica's lease ran out (`gateway.homes`).
 
-A repeat is answered from the record only after the checks the first call
-passed (`precheck`: the caller may still call the tool, its secrets and
-authorizations are present): the key names the principal and the fingerprint
-what the front deems identity (the user, say), so a record never reaches
-another caller. The records this process wrote are kept within a byte budget
-and a count (`Retained`), each principal within its share of them; a
+- `call(key, fingerprint, call, ...)`: the first call under a key runs; a repeat gets the same run's
+  outcome (an idempotency key: `fingerprint` names what must be equal for a repeat to be the same call,
+  a different one is a conflict; the repeat passes the precheck first).
+- `collect(key, call, owner=...)`: the outcome of what runs under a key, without ever starting anything (a
+  handle: None when there is no such record, or it is another owner's); `forget` drops a record once its
+  outcome was handed out for good.
+
+Only the outcomes the front's `recorded` predicate accepts are kept (typically: the tool ran); a failure
+answered before the tool ran is dropped, so a retry after fixing it runs. The records this process wrote
+are kept within a byte budget and a count (`Retained`), each principal within its share of them; a
 principal's oldest go first.
 
-The service outlives reloads (it belongs to the gateway, not to a front
-object); a front calls `configure()` with its current settings each time its
-routes are built.
+The service outlives reloads (it belongs to the gateway, not to a front object); a front calls
+`configure()` with its current settings each time its routes are built.
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ import structlog
 
 from gateway.background import BackgroundTasks
 from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.homes import Homes
 from gateway.model import Call, Outcome, UpstreamAnswer, principal_name
 from gateway.ownership import OwnedEntries, Shares, owned_key
-from gateway.replicas import Replicas
 from gateway.runs import Run, RunRegistry
 from gateway.state import StateStore
 
-log = structlog.get_logger("toolplex.idempotency")
+log = structlog.get_logger("toolplex.detached")
 
 POLL_S = 0.05  # how often to look at a record whose run lives in another replica
 
@@ -53,7 +54,7 @@ Recorded = Callable[[Outcome], bool]
 
 
 @dataclass(frozen=True)
-class IdempotencyPolicy:
+class DetachedPolicy:
     """What a front configured: how long records live, how long a request waits, what is worth keeping."""
 
     retention: float  # seconds a finished outcome is kept and replayed
@@ -63,6 +64,9 @@ class IdempotencyPolicy:
     max_entries: int  # most finished records this process keeps
     recorded: Recorded  # which outcomes are kept (others: the record is dropped, a retry runs)
     identity: str = "the same call"  # what a key must keep naming, for the conflict's developer message
+    subject: str = "the earlier call with this call_id"  # how the answers name a recorded call
+    again: str = "send a new call_id to try again"  # what a caller does when its call was lost
+    collect_hint: str = "call again with the same call_id to collect its result"  # in the pending answer
 
 
 class Retained:
@@ -119,7 +123,7 @@ class Retained:
         self._held.pop(owner, key)
 
 
-class IdempotentRuns:
+class DetachedRuns:
     """One run per (principal, key) in one namespace of the store; see the module docstring."""
 
     def __init__(
@@ -129,15 +133,15 @@ class IdempotentRuns:
         precheck: Precheck,
         *,
         namespace: str,
-        replicas: Replicas | None = None,
         shares: Shares | None = None,
+        homes: Homes | None = None,
     ) -> None:
         self.store = store
         self.runs = runs
-        self.replicas = replicas
+        self.homes = homes  # where runs are recorded to live, and whether that replica still does
         self.precheck = precheck
         self.namespace = namespace
-        self._policy: IdempotencyPolicy | None = None
+        self._policy: DetachedPolicy | None = None
         # Bounds come from configure(); the index itself survives reconfiguring (reloads).
         self.retained = Retained(max_bytes=0, max_entries=0, retention=0.0, shares=shares)
         self._background = BackgroundTasks()
@@ -152,17 +156,29 @@ class IdempotentRuns:
         max_entries: int,
         recorded: Recorded,
         identity: str = "the same call",
+        subject: str = "the earlier call with this call_id",
+        again: str = "send a new call_id to try again",
+        collect_hint: str = "call again with the same call_id to collect its result",
     ) -> None:
         """Set (or change, on a reload) the policy; calls already waiting keep the one they started with."""
-        self._policy = IdempotencyPolicy(
-            retention, patience, retry_after_ms, max_bytes, max_entries, recorded, identity
+        self._policy = DetachedPolicy(
+            retention,
+            patience,
+            retry_after_ms,
+            max_bytes,
+            max_entries,
+            recorded,
+            identity,
+            subject,
+            again,
+            collect_hint,
         )
         self.retained.configure(max_bytes=max_bytes, max_entries=max_entries, retention=retention)
 
     @property
-    def policy(self) -> IdempotencyPolicy:
+    def policy(self) -> DetachedPolicy:
         if self._policy is None:
-            raise RuntimeError(f"IdempotentRuns({self.namespace!r}) is used before configure()")
+            raise RuntimeError(f"DetachedRuns({self.namespace!r}) is used before configure()")
         return self._policy
 
     def record_key(self, principal: str, key: str) -> str:
@@ -174,15 +190,26 @@ class IdempotentRuns:
         """
         return owned_key(self.namespace, principal, f"call:{key}")
 
-    async def call(self, key: str, fingerprint: str, call: Call, lost_after: float) -> Outcome:
-        """The outcome of `call` under idempotency key `key`: fresh, collected, replayed or pending.
+    async def call(
+        self,
+        key: str,
+        fingerprint: str,
+        call: Call,
+        lost_after: float,
+        *,
+        owner: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """The outcome of `call` under key `key`: fresh, collected, replayed or pending.
 
         The key is scoped to the call's principal. `fingerprint` names what must
         be equal for a repeat to be the same call; a different one under a key
         still recorded is a conflict (MALFORMED). `lost_after` (seconds) bounds
         how long a `running` record without a run anywhere is believed; after
         that the run is reported lost. A repeat of a call already recorded
-        passes the precheck first, or gets its failure.
+        passes the precheck first, or gets its failure. `owner` names who may
+        cancel the run (a session: `RunRegistry.cancel_owned_by`); `meta` is
+        kept with the record for whoever collects it (`collect`).
         """
         policy = self.policy
         record_key = self.record_key(principal_name(call.context.principal), key)
@@ -200,10 +227,12 @@ class IdempotentRuns:
                 "fingerprint": fingerprint,
                 "token": token,
                 "lost_at": time.time() + lost_after,
-                "replica": self.replicas.id if self.replicas else None,
+                "replica": self.homes.here if self.homes else None,
+                "owner": owner,
+                "meta": meta or {},
             }
             if await self.store.add(record_key, fresh, max(policy.retention, lost_after)):
-                run = await self._start(record_key, token, call)
+                run = await self._start(record_key, token, call, owner)
                 return await self._collect(record_key, token, run, call, deadline, started, policy)
             record = await self.store.get(record_key)
             if record is None:  # settled away between add and get: claim it again
@@ -215,34 +244,74 @@ class IdempotentRuns:
                 if failure is not None:
                     raise GatewayError(failure)
                 checked = True
-            if record["status"] == "done":
-                log.debug("idempotent_replay", namespace=self.namespace, call_id=call.context.call_id)
-                return replay_outcome(call.context.call_id, record["outcome"])
-            run = self.runs.get(record_key)
-            if run is not None:
-                return await self._collect(record_key, record["token"], run, call, deadline, started, policy)
-            if time.time() > record["lost_at"]:
-                return _lost(call, started)
-            if await self._owner_lost(record):
-                return _lost(call, started, replica=True)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return _pending(call, started, policy)
-            await asyncio.sleep(min(POLL_S, remaining))  # the run is elsewhere: poll the shared record
+            followed = await self._follow(record_key, record, call, deadline, started, policy)
+            if followed is not None:
+                return followed
+
+    async def collect(self, key: str, call: Call, *, owner: str | None = None) -> tuple[Outcome, dict[str, Any]] | None:
+        """The outcome of the run recorded under `key`, the caller's own, and the `meta` it was recorded with:
+        replayed, collected (waiting up to the patience), pending, or lost. Never starts a run: None when
+        there is no such record (never made, expired, forgotten, another principal's, or recorded for
+        another `owner`: a session's handle is that session's alone)."""
+        policy = self.policy
+        record_key = self.record_key(principal_name(call.context.principal), key)
+        started = time.monotonic()
+        deadline = started + policy.patience
+        while True:
+            record = await self.store.get(record_key)
+            if record is None or record.get("owner") != owner:
+                return None
+            outcome = await self._follow(record_key, record, call, deadline, started, policy)
+            if outcome is not None:
+                return outcome, record.get("meta") or {}
+            # polled a record another replica runs: look again
+
+    async def forget(self, key: str, principal: str) -> None:
+        """Drop `principal`'s record of `key` and its run, once its outcome was handed out for good."""
+        record_key = self.record_key(principal, key)
+        self.runs.forget(record_key)
+        self.retained.discard(record_key, principal)
+        await self.store.delete(record_key)
+
+    async def _follow(
+        self,
+        record_key: str,
+        record: dict[str, Any],
+        call: Call,
+        deadline: float,
+        started: float,
+        policy: DetachedPolicy,
+    ) -> Outcome | None:
+        """What a recorded run comes to for this request: its outcome (replayed or collected), pending, or lost;
+        None after a poll of a run in another replica (the caller looks at the record again)."""
+        if record["status"] == "done":
+            log.debug("detached_replay", namespace=self.namespace, call_id=call.context.call_id)
+            return replay_outcome(call.context.call_id, record["outcome"])
+        run = self.runs.get(record_key)
+        if run is not None:
+            return await self._collect(record_key, record["token"], run, call, deadline, started, policy)
+        if time.time() > record["lost_at"]:
+            return _lost(call, started, policy)
+        if await self._owner_lost(record):
+            return _lost(call, started, policy, replica=True)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return _pending(call, started, policy)
+        await asyncio.sleep(min(POLL_S, remaining))  # the run is elsewhere: poll the shared record
+        return None
 
     async def _owner_lost(self, record: dict[str, Any]) -> bool:
         """The record is running in another replica whose lease ran out: that run will never finish."""
-        owner = record.get("replica")
-        if self.replicas is None or self.replicas.is_self(owner):
+        if self.homes is None:
             return False
-        return not await self.replicas.alive(owner)
+        return not await self.homes.alive(record.get("replica"))
 
-    async def _start(self, key: str, token: str, call: Call) -> Run:
+    async def _start(self, key: str, token: str, call: Call, owner: str | None = None) -> Run:
         stale = self.runs.get(key)
         if stale is not None and stale.done:
             self.runs.forget(key)
         try:
-            run = self.runs.start(key, call)
+            run = self.runs.start(key, call, owner=owner)
         except GatewayError:
             await self.store.delete(key)
             raise
@@ -250,7 +319,7 @@ class IdempotentRuns:
         return run
 
     async def _collect(
-        self, key: str, token: str, run: Run, call: Call, deadline: float, started: float, policy: IdempotencyPolicy
+        self, key: str, token: str, run: Run, call: Call, deadline: float, started: float, policy: DetachedPolicy
     ) -> Outcome:
         outcome = await self.runs.wait(run, deadline - time.monotonic())
         if outcome is None:
@@ -271,7 +340,7 @@ class IdempotentRuns:
             if record is not None and record.get("token") == token and record.get("status") != "done":
                 await self._record(key, token, record, run, outcome)
         except Exception:
-            log.exception("idempotent_settle_failed", namespace=self.namespace, call_id=run.call.context.call_id)
+            log.exception("detached_settle_failed", namespace=self.namespace, call_id=run.call.context.call_id)
         finally:
             if run.done and self.runs.get(key) is run:
                 self.runs.forget(key)
@@ -286,7 +355,7 @@ class IdempotentRuns:
         size = len(orjson.dumps(encoded))
         if not self.retained.fits(size):
             log.warning(
-                "idempotent_outcome_not_retained",
+                "detached_outcome_not_retained",
                 namespace=self.namespace,
                 call_id=run.call.context.call_id,
                 bytes=size,
@@ -296,10 +365,17 @@ class IdempotentRuns:
         try:
             evicted = self.retained.admit(key, token, size, principal_name(run.call.context.principal))
         except GatewayError:  # the budget is full of other callers' records: this one is not kept
-            log.warning("idempotent_outcome_not_retained", namespace=self.namespace, bytes=size, full=True)
+            log.warning("detached_outcome_not_retained", namespace=self.namespace, bytes=size, full=True)
             await self.store.delete(key)
             return
-        done = {"status": "done", "fingerprint": record["fingerprint"], "token": token, "outcome": encoded}
+        done = {
+            "status": "done",
+            "fingerprint": record["fingerprint"],
+            "token": token,
+            "outcome": encoded,
+            "owner": record.get("owner"),
+            "meta": record.get("meta") or {},
+        }
         await self.store.set(key, done, policy.retention)
         for old_key, old_token in evicted:
             await self._evict(old_key, old_token)
@@ -311,16 +387,16 @@ class IdempotentRuns:
             await self.store.delete(key)
 
     def __repr__(self) -> str:
-        return f"IdempotentRuns(namespace={self.namespace!r}, retained={len(self.retained)})"
+        return f"DetachedRuns(namespace={self.namespace!r}, retained={len(self.retained)})"
 
 
-def _pending(call: Call, started: float, policy: IdempotencyPolicy) -> Outcome:
+def _pending(call: Call, started: float, policy: DetachedPolicy) -> Outcome:
     return Outcome(
         call_id=call.context.call_id,
         spec=None,
         error=Failure(
             kind=ErrorKind.PENDING,
-            message="The tool is still running; call again with the same call_id to collect its result",
+            message=f"The tool is still running; {policy.collect_hint}",
             developer_message=f"Not finished within the patience of {policy.patience:g} s; the run goes on",
             can_retry=True,
             retry_after_ms=policy.retry_after_ms,
@@ -353,15 +429,15 @@ def replay_outcome(call_id: str, recorded: dict[str, Any]) -> Outcome:
     )
 
 
-def _lost(call: Call, started: float, *, replica: bool = False) -> Outcome:
+def _lost(call: Call, started: float, policy: DetachedPolicy, *, replica: bool = False) -> Outcome:
     if replica:
         message = (
-            "The gateway replica running the earlier call with this call_id was lost before the call finished; "
-            "it was not run again: send a new call_id to try again"
+            f"The gateway replica running {policy.subject} was lost before the call finished; "
+            f"it was not run again: {policy.again}"
         )
         developer = "The owner's lease in the state store ran out while its record was still running"
     else:
-        message = "The earlier call with this call_id stopped before it finished; send a new call_id to try again"
+        message = f"{policy.subject[0].upper()}{policy.subject[1:]} stopped before it finished; {policy.again}"
         developer = "A running record outlived its deadline with no run left to collect"
     return Outcome(
         call_id=call.context.call_id,
@@ -371,7 +447,7 @@ def _lost(call: Call, started: float, *, replica: bool = False) -> Outcome:
     )
 
 
-def _conflict(call_id: str, policy: IdempotencyPolicy) -> GatewayError:
+def _conflict(call_id: str, policy: DetachedPolicy) -> GatewayError:
     return GatewayError.of(
         ErrorKind.MALFORMED,
         f"call_id {call_id!r} was already used for a different call",
