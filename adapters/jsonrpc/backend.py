@@ -3,7 +3,11 @@
 Discovery asks `tool.list`; each call is one `tool.execute` whose `context.timeout`
 is what is left of the call's deadline. Error codes come back as the canonical kinds
 they stand for (a Toolplex names the kind in `data.kind`), so a Toolplex behind a
-Toolplex loses nothing: names, toolkits, versions, schemas, values and errors.
+Toolplex loses nothing: names, toolkits, languages, versions, schemas, values and errors.
+
+Each answer also comes back as it came (`UpstreamAnswer("jsonrpc", result=... | error=...)`):
+the JSON-RPC front passes it on to its caller (a transparent hop: the upstream's own
+`output`, `metadata`, `diagnostics`, error objects); other fronts render the canonical value.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from adapters.jsonrpc.settings import JsonRpcBackendSettings
 from gateway.backends import BackendContext, BaseBackend
 from gateway.catalog import distinct_specs
 from gateway.errors import Failure, GatewayError
-from gateway.model import CallContext, ToolSpec
+from gateway.model import Answered, CallContext, ToolSpec, UpstreamAnswer, UpstreamFailed, principal_name
 from gateway.upstream import (
     Credentials,
     Upstream,
@@ -30,9 +34,16 @@ from gateway.upstream import (
     plain_message,
 )
 
+PROTOCOL = "jsonrpc"  # `UpstreamAnswer.protocol` of this backend's answers
+# Errors about the gateway's own request (the upstream could not read it): the gateway's failure, never the caller's
+# answer (the caller's request was a valid one, or the gateway would have refused it).
+NOT_THE_CALLERS = (codec.PARSE_ERROR, codec.INVALID_REQUEST)
+
 
 class JsonRpcBackend(BaseBackend):
     """One seed-002 server; declares no optional feature (no streaming, no sessions)."""
+
+    relays = PROTOCOL  # a front of this protocol is a transparent hop (`BaseBackend.relays`)
 
     def __init__(self, settings: JsonRpcBackendSettings, context: BackendContext) -> None:
         self.name = name = settings.name
@@ -72,9 +83,9 @@ class JsonRpcBackend(BaseBackend):
             raise self.upstream.unavailable("tool.list did not answer {tools: [...]}")
         source = f"backend {self.name!r} ({self.upstream.settings.url})"
         return distinct_specs(
-            tools,
-            lambda entry: codec.spec_from_registration(
-                entry, backend=self.name, toolkit=self.default_toolkit, source=source
+            enumerate(tools),
+            lambda listed: codec.spec_from_registration(
+                listed[1], backend=self.name, toolkit=self.default_toolkit, source=source, position=listed[0]
             ),
             lambda spec: spec.flat_name,
             event="jsonrpc_registration",
@@ -85,15 +96,19 @@ class JsonRpcBackend(BaseBackend):
 
     def _context(self, context: CallContext) -> dict[str, Any]:
         out: dict[str, Any] = {"messageId": context.message_id or context.call_id}
-        if context.session_key is not None:
-            # Stable per caller session, distinct between callers, and no principal name leaves the gateway.
-            out["sessionId"] = uuid.uuid5(uuid.NAMESPACE_URL, f"toolplex:{context.session_key}").hex
+        # Stable per caller session, distinct between callers, and no principal name leaves the gateway. A
+        # call without a session has its principal's own default one: an upstream that keeps state per session
+        # (a workspace) never shares one between callers.
+        session = context.session_key or f"default/{principal_name(context.principal)}"
+        out["sessionId"] = uuid.uuid5(uuid.NAMESPACE_URL, f"toolplex:{session}").hex
         remaining = context.remaining()
         if remaining is not None:
             out["timeout"] = max(1, math.floor(remaining * 1000))
         return out
 
-    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Answered:
+        """The tool's value with the upstream's `result` as it came, or its failure (raised) with the upstream's
+        `error` as it came: the JSON-RPC front passes either on unchanged."""
         body = codec.execute_request(context.call_id, spec.binding, arguments, self._context(context))
         response = await self.upstream.request(
             "POST", self.path, json=body, headers=self._headers(context), deadline=context.deadline
@@ -109,8 +124,11 @@ class JsonRpcBackend(BaseBackend):
                 developer_message=f"HTTP {response.status_code}, first bytes: {snippet!r}",
             ) from None
         if error is not None:
-            raise GatewayError(codec.failure_of(error))
-        return codec.value_of(result)
+            failure = codec.failure_of(error)
+            if error["code"] in NOT_THE_CALLERS:
+                raise GatewayError(failure)
+            raise UpstreamFailed(failure, UpstreamAnswer(PROTOCOL, error=error))
+        return Answered(codec.value_of(result), UpstreamAnswer(PROTOCOL, result=result))
 
     def _status_failure(self, response: httpx.Response, *, forwarded: bool = False) -> Failure:
         """An HTTP error answer: the status says the kind; a JSON-RPC error body adds its details."""

@@ -57,14 +57,26 @@ KIND_CODES: dict[ErrorKind, int] = {
 
 
 class RpcError(Exception):
-    """One JSON-RPC error object, with the request id when it is known."""
+    """One JSON-RPC error object, with the request id when it is known.
 
-    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None, request_id: Any = None) -> None:
+    `body`, when set, is the error object to answer exactly (a JSON-RPC upstream's own, `relayed`).
+    """
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        data: dict[str, Any] | None = None,
+        request_id: Any = None,
+        *,
+        body: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
         self.request_id = request_id
+        self.body = body
 
 
 @dataclass
@@ -285,9 +297,11 @@ def registration(spec: ToolSpec) -> dict[str, Any]:
     """The seed's ToolRegistration, without the handler: what `tool.list` returns per tool.
 
     `x-toolplex` (an extension other clients ignore) says what the seed's fields cannot:
-    the toolkit and name apart, and the output schema.
+    the toolkit and name apart, and the output schema. A JSON-RPC upstream's tool keeps its
+    registration as the upstream listed it (any member of its own, a title that is no
+    `Toolkit.Name`), with the gateway's members in place of the upstream's.
     """
-    return {
+    own = {
         "id": spec.flat_name,
         "title": spec.qualified_name,
         "version": spec.version,
@@ -296,6 +310,31 @@ def registration(spec: ToolSpec) -> dict[str, Any]:
         "schema": spec.input_schema,
         EXTENSION: {"toolkit": spec.toolkit, "name": spec.name, "output_schema": spec.output_schema},
     }
+    binding = spec.binding
+    if not isinstance(binding, Registration) or not binding.entry:
+        return own
+    listed = binding.entry
+    title = listed.get("title")
+    if isinstance(title, str) and title != binding.title:  # its own title, not the tool's `Toolkit.Name`
+        own["title"] = title
+    return {**listed, **own}
+
+
+def upstream_order(specs: list[ToolSpec]) -> list[ToolSpec]:
+    """`specs` (the catalog's order, by name) with the tools of each JSON-RPC upstream in the order the upstream
+    listed them, in the places its tools hold: an upstream's `tool.list` order is kept, any other tool stays put."""
+    places: dict[str, list[int]] = {}
+    for index, spec in enumerate(specs):
+        if isinstance(spec.binding, Registration):
+            places.setdefault(spec.backend, []).append(index)
+    if not places:
+        return specs
+    ordered = list(specs)
+    for indexes in places.values():
+        tools = sorted((specs[i] for i in indexes), key=lambda s: s.binding.position)
+        for index, spec in zip(indexes, tools, strict=True):
+            ordered[index] = spec
+    return ordered
 
 
 def success(request_id: Any, value: Any) -> dict[str, Any]:
@@ -306,6 +345,8 @@ def error(request_id: Any, err: RpcError) -> dict[str, Any]:
     body: dict[str, Any] = {"code": err.code, "message": err.message}
     if err.data is not None:
         body["data"] = err.data
+    if err.body is not None:
+        body = err.body
     return {"jsonrpc": "2.0", "protocol": PROTOCOL_VERSION, "id": request_id, "error": body}
 
 
@@ -328,12 +369,27 @@ CODE_KINDS: dict[int, ErrorKind] = {
 }
 
 
-def spec_from_registration(data: Any, *, backend: str, toolkit: str, source: str = "") -> ToolSpec:
+@dataclass(frozen=True)
+class Registration:
+    """A `jsonrpc` backend's tool binding: what a call must send, and how the upstream's own answers name the tool
+    (before routing renames it), so that the front can put the gateway's names in their place."""
+
+    id: str  # the upstream's id: `params.tool` of each call, `data.tool` of its errors
+    language: str | None  # the registration's `language`, sent as it was listed
+    title: str  # `Toolkit.Name` as the upstream names the tool (a Toolplex's `metadata.title`)
+    version: str  # the upstream's version of the tool (a Toolplex's `metadata.version`)
+    toolplex: bool = False  # the registration has `x-toolplex`: a Toolplex, whose `metadata` members it defines
+    position: int = 0  # where the upstream's `tool.list` put it
+    entry: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # the registration as listed
+
+
+def spec_from_registration(data: Any, *, backend: str, toolkit: str, source: str = "", position: int = 0) -> ToolSpec:
     """A `tool.list` entry read back as a ToolSpec; ValueError when it is not a registration.
 
     Toolkit and name come from `x-toolplex`, else from a `Toolkit.Name` title (a Toolplex's
-    form), else the toolkit is `toolkit` and the name the id. `binding` keeps what a call
-    must send: the upstream id and language.
+    form), else the toolkit is `toolkit` and the name the id. The registration's language is
+    the tool's (`remote` when it names none the seed knows). `binding` (a `Registration`) keeps
+    what a call must send and how the upstream's answers name the tool.
     """
     if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
         raise ValueError("a tool registration must be an object with a non-empty string 'id'")
@@ -346,30 +402,34 @@ def spec_from_registration(data: Any, *, backend: str, toolkit: str, source: str
     if not (PART.match(kit) and PART.match(name)):
         raise ValueError(f"tool {data['id']!r}: {kit}.{name} is not a valid Toolkit.Name")
     version = data.get("version") if isinstance(data.get("version"), str) else ""
+    version = version if VERSION.match(version) else "1.0.0"
     schema = data.get("schema")
     output = extension.get("output_schema")
-    language = data.get("language") if data.get("language") in LANGUAGES else None
+    listed = data.get("language")
+    language = listed if isinstance(listed, str) and listed else None
     return ToolSpec(
         toolkit=kit,
         name=name,
-        version=version if VERSION.match(version) else "1.0.0",
+        version=version,
         description=data.get("description") if isinstance(data.get("description"), str) else "",
         input_schema=schema if isinstance(schema, dict) else {"type": "object"},
         output_schema=output if isinstance(output, dict) else None,
         backend=backend,
         source=source,
-        language="remote",
-        binding={"id": data["id"], "language": language},
+        language=language if language in LANGUAGES else "remote",
+        binding=Registration(
+            data["id"], language, f"{kit}.{name}", version, EXTENSION in data, position=position, entry=data
+        ),
     )
 
 
 def execute_request(
-    request_id: str, binding: dict[str, Any], arguments: dict[str, Any], context: dict[str, Any]
+    request_id: str, binding: Registration, arguments: dict[str, Any], context: dict[str, Any]
 ) -> dict[str, Any]:
     """A `tool.execute` request as the seed writes it."""
-    params: dict[str, Any] = {"tool": binding["id"], "parameters": arguments, "context": context}
-    if binding.get("language"):
-        params["language"] = binding["language"]
+    params: dict[str, Any] = {"tool": binding.id, "parameters": arguments, "context": context}
+    if binding.language:
+        params["language"] = binding.language
     envelope = {"jsonrpc": "2.0", "protocol": PROTOCOL_VERSION, "id": request_id, "method": "tool.execute"}
     return {**envelope, "params": params}
 
@@ -443,3 +503,62 @@ def failure_of(error: dict[str, Any]) -> Failure:
         parameter_errors={str(k): _text(v) for k, v in problems.items()} if isinstance(problems, dict) else None,
         details=details,
     )
+
+
+# ---- a transparent hop: a JSON-RPC upstream's own answer, as the front passes it on ----
+
+# What a Toolplex's `metadata` and error `data` say about the hop that answered, not about the tool: the call id
+# its operator finds in its logs, its own timing, whether its result cache answered. The answering hop is the
+# gateway, so they are the gateway's (its call id was the upstream request's `id`: the upstream logs it as the
+# call's trace id, so the chain can be followed from it).
+HOP_MEMBERS = ("callId", "durationMs", "cached")
+
+
+def relayed_result(result: Any, outcome: Outcome) -> Any:
+    """A JSON-RPC upstream's `result` as it came (`output`, `metadata`, `diagnostics` and anything else), but for
+    what is necessarily the gateway's own: in a Toolplex's `metadata`, the tool's name and version as the gateway
+    lists them (when routing renames them) and the `HOP_MEMBERS` of this hop. Another server's `metadata` is its
+    own entirely and is left as it came."""
+    spec = outcome.spec
+    binding = spec.binding if spec is not None else None
+    if not isinstance(binding, Registration) or not binding.toolplex or not isinstance(result, dict):
+        return result
+    metadata = result.get("metadata")
+    if not isinstance(metadata, dict):
+        return result
+    assert spec is not None
+    meta = dict(metadata)
+    for key, upstream, gateway in (
+        ("tool", binding.id, spec.flat_name),
+        ("title", binding.title, spec.qualified_name),
+        ("version", binding.version, spec.version),
+    ):
+        if meta.get(key) == upstream:
+            meta[key] = gateway
+    hop = {
+        "callId": outcome.call_id,
+        "durationMs": outcome.duration_ms,
+        # the tool did not run for this call when either cache answered it
+        "cached": outcome.cached or meta.get("cached") is True,
+    }
+    for key in HOP_MEMBERS:
+        if key in meta:
+            meta[key] = hop[key]
+    return {**result, "metadata": meta}
+
+
+def relayed_error(error: dict[str, Any], spec: ToolSpec | None, call_id: str) -> RpcError:
+    """A JSON-RPC upstream's own error object, answered as it came but for the seed's `data.tool` (the tool's name
+    as the gateway lists it) and, from a Toolplex, `data.callId` (this hop's)."""
+    binding = spec.binding if spec is not None else None
+    data = error.get("data")
+    body = error
+    if spec is not None and isinstance(binding, Registration) and isinstance(data, dict):
+        kept = dict(data)
+        if kept.get("tool") == binding.id:
+            kept["tool"] = spec.flat_name
+        if binding.toolplex and "callId" in kept:
+            kept["callId"] = call_id
+        body = {**error, "data": kept}
+    message = error.get("message")
+    return RpcError(error["code"], message if isinstance(message, str) else _text(message), body=body)

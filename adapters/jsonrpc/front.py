@@ -5,6 +5,9 @@ concurrently and are answered in request order; notifications run and are
 never answered (a body of only notifications gets 204). Every JSON-RPC
 answer is HTTP 200; only transport problems (credentials, body size,
 content type) change the status, and they still carry a JSON-RPC error.
+
+A tool of a JSON-RPC upstream (a `jsonrpc` backend) answers as the upstream did: its own
+`result` or error object, with only the gateway's own in it changed (`codec.relayed_result`).
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from adapters.jsonrpc import codec
 from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, GatewayError
 from gateway.http import is_json_content_type, json_response, parse_json, read_body
-from gateway.model import Call, CallContext, Principal
+from gateway.model import Call, CallContext, Principal, UpstreamAnswer
 
 if TYPE_CHECKING:
     from adapters.jsonrpc.settings import JsonRpcFrontSettings
     from gateway.services import FrontServices
 
 FRONT = "jsonrpc"
+PROTOCOL = "jsonrpc"  # the `UpstreamAnswer.protocol` a transparent hop passes on as it came
 METHODS = ("tool.execute", "tool.list")
 # Older JSON-RPC-over-HTTP clients label their bodies with these.
 JSONRPC_MEDIA_TYPES = ("application/json-rpc", "application/jsonrequest")
@@ -121,19 +125,16 @@ class JsonRpcFront:
 
     def _list(self, params: dict[str, Any], principal: Principal | None) -> dict[str, Any]:
         language = codec.parse_list(params)
-        # Encoded once per catalog, permission view and language filter, then reused.
-        tools = self.services.listing(
-            (FRONT, "tool.list", language),
-            principal,
-            lambda: [
-                codec.registration(s)
-                for s in self.services.tools(principal)  # only what this caller may call
-                if language is None or s.language == language
-            ],
-        )
-        return {"tools": tools}
 
-    async def _execute(self, req: codec.Request, principal: Principal | None) -> dict[str, Any]:
+        def build() -> list[dict[str, Any]]:
+            specs = self.services.tools(principal)  # only what this caller may call
+            chosen = [s for s in specs if language is None or s.language == language]
+            return [codec.registration(s) for s in codec.upstream_order(chosen)]
+
+        # Encoded once per catalog, permission view and language filter, then reused.
+        return {"tools": self.services.listing((FRONT, "tool.list", language), principal, build)}
+
+    async def _execute(self, req: codec.Request, principal: Principal | None) -> Any:
         params = codec.parse_execute(req.params)
         if params.language is not None:
             try:
@@ -163,11 +164,21 @@ class JsonRpcFront:
             timeout=timeout_ms / 1000 if timeout_ms is not None else None,
         )
         outcome = await self.services.call(call)
+        own = _own(outcome.upstream)
         if outcome.error is not None:
+            if own is not None and isinstance(own.error, dict):  # a JSON-RPC upstream's own error, as it came
+                raise codec.relayed_error(own.error, outcome.spec, outcome.call_id)
             spec = outcome.spec
             tool, language = (spec.flat_name, spec.language) if spec else (params.tool, params.language)
             raise codec.failure_error(outcome.error, tool, language, outcome.call_id)
+        if own is not None:  # a JSON-RPC upstream's own result, as it came
+            return codec.relayed_result(own.result, outcome)
         return codec.result(outcome)
+
+
+def _own(upstream: UpstreamAnswer | None) -> UpstreamAnswer | None:
+    """A JSON-RPC upstream's own answer (a transparent hop), else None."""
+    return upstream if upstream is not None and upstream.protocol == PROTOCOL else None
 
 
 def routes(services: FrontServices, settings: JsonRpcFrontSettings) -> list[BaseRoute]:

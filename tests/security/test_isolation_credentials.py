@@ -64,7 +64,10 @@ def call_on(client: httpx.Client, front: str, tool: str, arguments: dict[str, An
         "/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "tool.execute", "params": params}, headers=headers
     )
     assert answer.status_code == 200 and "result" in answer.json(), (front, answer.text)
-    return answer.json()["result"]["metadata"]["value"]
+    result = answer.json()["result"]
+    # A Toolplex's canonical rendering carries the value in metadata; a JSON-RPC upstream's own result comes as
+    # it came (its `output`).
+    return result["metadata"].get("value", result["output"])
 
 
 FRONTS = ("opentool", "oxp", "toolserver", "jsonrpc")

@@ -1,5 +1,7 @@
 """A Toolplex behind a Toolplex, over OpenTool and over JSON-RPC (issue 11.7, 11.8), and upstream
-HTTP statuses through the opentool, jsonrpc and arcade backends (issue 11.7).
+HTTP statuses through the opentool, jsonrpc and arcade backends (issue 11.7); a JSON-RPC upstream's
+own answers reaching a JSON-RPC caller as they came (issue 26), from a Toolplex and from a seed-002
+server that is none (tests/upstreams/seed002_server.py, the opencode fork's bridge).
 
 The upstream gateway B is a real `toolplex serve` process; the gateway A in front of it runs
 in-process with one backend (kind opentool or jsonrpc) pointing at B.
@@ -263,7 +265,10 @@ def test_a_plain_seed_002_registration_and_result() -> None:
     }
     spec = rpc_codec.spec_from_registration(registration, backend="b", toolkit="Files")
     assert (spec.toolkit, spec.name, spec.version, spec.output_schema) == ("Files", "read_file", "2.1.0", None)
-    assert spec.binding == {"id": "read-file", "language": "typescript"}
+    assert spec.language == "typescript"  # the registration's language is the tool's
+    assert spec.binding == rpc_codec.Registration("read-file", "typescript", "Files.read_file", "2.1.0")
+    assert spec.binding.entry is registration  # listed by the JSON-RPC front as it came (its own title kept)
+    assert rpc_codec.registration(spec)["title"] == "Read a file"
     request = rpc_codec.execute_request("r1", spec.binding, {"path": "/a"}, {"timeout": 900})
     assert request["params"] == {
         "tool": "read-file",
@@ -273,3 +278,154 @@ def test_a_plain_seed_002_registration_and_result() -> None:
     }
     assert rpc_codec.value_of({"output": "contents", "metadata": {"title": "Read"}}) == "contents"
     assert rpc_codec.value_of({"output": "3", "metadata": {"value": 3}}) == 3
+
+
+@pytest.mark.parametrize(
+    ("listed", "language", "sent"),
+    [("python", "python", "python"), ("remote", "remote", "remote"), ("go", "remote", "go"), (None, "remote", None)],
+)
+def test_the_registrations_language_is_the_tools(listed: str | None, language: str, sent: str | None) -> None:
+    """A language the seed knows is the tool's (`tool.list {"language"}` and `tool.execute`'s check see it); any
+    other is `remote`. Calls send the language as the registration listed it."""
+    entry: dict[str, Any] = {"id": "t", "schema": {"type": "object"}}
+    if listed is not None:
+        entry["language"] = listed
+    spec = rpc_codec.spec_from_registration(entry, backend="b", toolkit="Kit")
+    assert spec.language == language
+    assert rpc_codec.execute_request("r", spec.binding, {}, {})["params"].get("language") == sent
+
+
+# ---- transparency (issue 26): a JSON-RPC caller gets a JSON-RPC upstream's own answer ----
+
+
+@pytest.fixture(scope="module")
+def bridge() -> Iterator[str]:
+    """The opencode fork's seed-002 bridge (no Toolplex): tools with `metadata` and `diagnostics` of their own."""
+    with python_server("tests.upstreams.seed002_server") as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+def bridge_config(url: str) -> str:
+    return f"discovery: {{interval_s: 0}}\nbackends:\n  - {{name: bridge, kind: jsonrpc, url: {url}}}\n"
+
+
+def execute(tool: str, parameters: dict[str, Any], request_id: Any = 1, **params: Any) -> dict[str, Any]:
+    body = {"tool": tool, "parameters": parameters, **params}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tool.execute", "params": body}
+
+
+EDIT = {"filePath": "src/app.ts", "oldString": "8080", "newString": "'8080'"}
+
+
+async def test_a_seed_002_servers_metadata_and_diagnostics_reach_a_jsonrpc_caller(bridge: str) -> None:
+    """Its result, `metadata` and `diagnostics` its own, arrives as it came; its errors too, `data.tool` being the
+    tool's name here (`Bridge_edit`: the backend's name is the toolkit of ids that name none)."""
+    with httpx.Client(timeout=10) as direct:
+        own = direct.post(f"{bridge}/rpc", json=execute("edit", EDIT, language="typescript")).json()
+        own_error = direct.post(f"{bridge}/rpc", json=execute("read", {"filePath": 3})).json()
+    async with asgi_client(bridge_config(bridge)) as client:
+        answer = (await client.post("/rpc", json=execute("Bridge_edit", EDIT, language="typescript"))).json()
+        error = (await client.post("/rpc", json=execute("Bridge_read", {"filePath": 3}))).json()
+    assert own["result"]["diagnostics"][0]["message"] == "Type 'string' is not assignable to type 'number'."
+    assert own["result"]["metadata"]["title"] == "src/app.ts" and "diff" in own["result"]["metadata"]
+    assert answer == own  # nothing of it is the gateway's
+    assert own_error["error"]["data"] == {
+        "tool": "read",
+        "language": "typescript",
+        "details": "filePath: 3 is not of type 'string'",
+    }
+    assert error == {
+        **own_error,
+        "error": {**own_error["error"], "data": {**own_error["error"]["data"], "tool": "Bridge_read"}},
+    }
+
+
+async def test_other_fronts_read_a_seed_002_servers_answers_as_the_canonical_value(bridge: str) -> None:
+    async with asgi_client(bridge_config(bridge)) as client:
+        counted = await client.post("/tools/call", json={"tool_id": "Bridge.word_count", "input": {"text": "a b c"}})
+        edited = (await client.post("/tools/call", json={"tool_id": "Bridge.edit", "input": EDIT})).json()
+        failed = await client.post("/tools/call", json={"tool_id": "Bridge.divide", "input": {"a": 1, "b": 0}})
+        denied = await call_opentool(client, "Bridge_bash", {"command": "rm -rf build"})
+    assert counted.json()["value"] == "3"  # the seed's `output`: a string
+    assert edited["success"] is True and edited["value"] == ""
+    assert failed.json()["success"] is False
+    assert failed.json()["error"]["message"] == "Tool execution failed"
+    assert failed.json()["error"]["developer_message"] == "ZeroDivisionError: division by zero"
+    assert denied.json()["error"]["code"] == ot_codec.KIND_CODES[ErrorKind.FORBIDDEN][1]
+
+
+async def test_a_seed_002_servers_languages_and_order_are_kept(bridge: str) -> None:
+    async with asgi_client(bridge_config(bridge)) as client:
+        typescript = (
+            await client.post(
+                "/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "tool.list", "params": {"language": "typescript"}}
+            )
+        ).json()
+        everything = (await client.post("/rpc", json={"jsonrpc": "2.0", "id": 2, "method": "tool.list"})).json()
+        ok = (await client.post("/rpc", json=execute("Bridge_word_count", {"text": "x"}, language="python"))).json()
+        wrong = (
+            await client.post("/rpc", json=execute("Bridge_word_count", {"text": "x"}, language="typescript"))
+        ).json()
+    assert [t["id"] for t in typescript["result"]["tools"]] == ["Bridge_read", "Bridge_edit", "Bridge_bash"]
+    assert [t["id"] for t in everything["result"]["tools"]] == [
+        "Bridge_read",
+        "Bridge_edit",
+        "Bridge_bash",
+        "Bridge_word_count",
+        "Bridge_shout",
+        "Bridge_divide",
+    ]  # the bridge's own order
+    assert ok["result"]["output"] == "1"
+    assert wrong["error"]["code"] == rpc_codec.INVALID_PARAMS
+    assert "implemented in python, not typescript" in wrong["error"]["data"]["parameter_errors"]["language"]
+
+
+def renamed_config(url: str) -> str:
+    return textwrap.dedent(
+        f"""
+        discovery: {{interval_s: 0}}
+        backends:
+          - name: b
+            kind: jsonrpc
+            url: {url}
+            api_key: {FRONT_KEY}
+            prefix: Up
+            rename: {{Add: Plus}}
+            version: 2.0.0
+        """
+    )
+
+
+async def test_a_toolplex_upstreams_answer_names_the_tool_as_the_gateway_lists_it(
+    upstream: str, events: list[dict[str, Any]]
+) -> None:
+    """Through routing renames, a Toolplex upstream's answer is its own but for the gateway's own in it: the tool's
+    name, title and version as the gateway lists them, and the call id (this hop's, found in its call log)."""
+    async with asgi_client(renamed_config(upstream)) as client:
+        added = (await client.post("/rpc", json=execute("UpMath_Plus", {"a": 1, "b": 2}, language="python"))).json()
+        failed = (await client.post("/rpc", json=execute("UpMath.Divide@2.0.0", {"a": 1, "b": 0}))).json()
+        invalid = (await client.post("/rpc", json=execute("UpMath_Plus", {"a": "x"}))).json()
+        listed = (await client.post("/rpc", json={"jsonrpc": "2.0", "id": 9, "method": "tool.list"})).json()
+    calls = [(e["tool"], e["call_id"]) for e in events if e["event"] == "call"]  # in the order they were made
+    meta = added["result"]["metadata"]
+    assert (meta["tool"], meta["title"], meta["version"], meta["language"]) == (
+        "UpMath_Plus",
+        "UpMath.Plus",
+        "2.0.0",
+        "python",
+    )
+    assert meta["value"] == 3 and added["result"]["output"] == "3" and added["result"]["diagnostics"] == []
+    assert calls[0] == ("UpMath_Plus", meta["callId"])
+    data = failed["error"]["data"]
+    assert (failed["error"]["code"], data["tool"], data["kind"]) == (
+        rpc_codec.TOOL_FAILED,
+        "UpMath_Divide",
+        "tool_failed",
+    )
+    assert calls[1] == ("UpMath_Divide", data["callId"])
+    # the upstream judged the arguments (a same-protocol hop), in its own words, which name its own tool
+    assert invalid["error"]["code"] == rpc_codec.INVALID_PARAMS and invalid["error"]["data"]["tool"] == "UpMath_Plus"
+    assert invalid["error"]["message"].startswith("Invalid arguments for Math_Add")
+    entry = next(t for t in listed["result"]["tools"] if t["id"] == "UpMath_Plus")
+    assert (entry["title"], entry["version"], entry["language"]) == ("UpMath.Plus", "2.0.0", "python")
+    assert entry["x-toolplex"]["toolkit"] == "UpMath" and entry["x-toolplex"]["name"] == "Plus"
