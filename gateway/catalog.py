@@ -136,12 +136,14 @@ class Catalog:
                     versions[spec.version] = spec
         if problems:
             raise ConfigError(problems)
-        self._by_flat: dict[str, list[ToolSpec]] = {
-            flat: sorted(versions.values(), key=lambda s: _semver(s.version), reverse=True)
-            if len(versions) > 1
-            else list(versions.values())
-            for flat, versions in sorted(by_flat.items())
-        }
+        self._by_flat: dict[str, list[ToolSpec]] = _in_upstream_order(
+            {
+                flat: sorted(versions.values(), key=lambda s: _semver(s.version), reverse=True)
+                if len(versions) > 1
+                else list(versions.values())
+                for flat, versions in sorted(by_flat.items())
+            }
+        )
         # Sorted and grouped once: the catalog never changes.
         self._every_latest = tuple(versions[0] for versions in self._by_flat.values())
         self._visible_latest = tuple(s for s in self._every_latest if s.visible)
@@ -160,7 +162,7 @@ class Catalog:
         return list(self._all_versions)
 
     def latest(self, *, visible_only: bool = True) -> list[ToolSpec]:
-        """The newest version of each tool, sorted by flat name."""
+        """The newest version of each tool, in listing order (`_in_upstream_order`)."""
         return list(self._visible_latest if visible_only else self._every_latest)
 
     def toolkits(self, *, visible_only: bool = True) -> dict[str, list[ToolSpec]]:
@@ -172,7 +174,7 @@ class Catalog:
         return name in (self._kits_visible if visible_only else self._kits_every)
 
     def listed(self, principal: Principal | None, *, latest_only: bool = True) -> tuple[ToolSpec, ...]:
-        """The visible tools `principal` may call (`permitted`), sorted by flat name; every version unless
+        """The visible tools `principal` may call (`permitted`), in listing order; every version unless
         `latest_only`. Worked out once per permission view: every caller with the same globs sees the same."""
         view = permission_view(principal)
         if view is None and latest_only:
@@ -233,6 +235,23 @@ class Catalog:
             ),
             details={"tool": tool, "version": wanted, "available_versions": available},
         )
+
+
+def _in_upstream_order(by_flat: dict[str, list[ToolSpec]]) -> dict[str, list[ToolSpec]]:
+    """Tools sorted by flat name, except that an upstream server's tools (`ToolSpec.listed_at`) take the places
+    its tools hold in that order in the order the server listed them: a client of a proxied server lists its
+    tools as the server does, and every other tool stays where the name order puts it."""
+    flats = list(by_flat)
+    places: dict[str, list[int]] = defaultdict(list)
+    for index, flat in enumerate(flats):
+        if by_flat[flat][0].listed_at is not None:
+            places[by_flat[flat][0].backend].append(index)
+    ordered = list(flats)
+    for indexes in places.values():
+        upstream = sorted((flats[i] for i in indexes), key=lambda flat: by_flat[flat][0].listed_at or 0)
+        for index, flat in zip(indexes, upstream, strict=True):
+            ordered[index] = flat
+    return {flat: by_flat[flat] for flat in ordered}
 
 
 def _grouped(specs: Iterable[ToolSpec], *, by_name: bool = False) -> dict[str, tuple[ToolSpec, ...]]:

@@ -13,6 +13,7 @@ and never answers delays the start (and each rediscovery) by that much at most.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -125,7 +126,7 @@ class Discovery:
             log.exception("discovery_failed", backend=state.name)
             state.state, state.error = "down", f"{type(exc).__name__}: {exc}"
         else:
-            state.specs = apply_routing(discovered, settings)
+            state.specs = _as_listed(backend, apply_routing(discovered, settings))
             state.state, state.error, state.tools = "up", None, len(state.specs)
         state.checked_at = datetime.now(UTC).isoformat(timespec="seconds")
         if state.state == "down":
@@ -184,3 +185,11 @@ class Discovery:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+
+
+def _as_listed(backend: Backend, specs: list[ToolSpec]) -> list[ToolSpec]:
+    """A backend that relays an upstream server's protocol lists its tools in the server's order
+    (`ToolSpec.listed_at`, kept by the catalog); the gateway's own tools are listed by name."""
+    if getattr(backend, "relays", None) is None:
+        return specs
+    return [dataclasses.replace(spec, listed_at=index) for index, spec in enumerate(specs)]

@@ -66,6 +66,8 @@ class ToolSpec:
     source: str = ""
     # Backend-private handle (a Python callable, an upstream tool name, ...).
     binding: Any = field(default=None, compare=False, repr=False)
+    # Where an upstream server listed it (a backend that relays a protocol): listings keep that server's order.
+    listed_at: int | None = field(default=None, compare=False)
 
     @property
     def flat_name(self) -> str:

@@ -83,9 +83,9 @@ class JsonRpcBackend(BaseBackend):
             raise self.upstream.unavailable("tool.list did not answer {tools: [...]}")
         source = f"backend {self.name!r} ({self.upstream.settings.url})"
         return distinct_specs(
-            enumerate(tools),
+            tools,
             lambda listed: codec.spec_from_registration(
-                listed[1], backend=self.name, toolkit=self.default_toolkit, source=source, position=listed[0]
+                listed, backend=self.name, toolkit=self.default_toolkit, source=source
             ),
             lambda spec: spec.flat_name,
             event="jsonrpc_registration",

@@ -320,23 +320,6 @@ def registration(spec: ToolSpec) -> dict[str, Any]:
     return {**listed, **own}
 
 
-def upstream_order(specs: list[ToolSpec]) -> list[ToolSpec]:
-    """`specs` (the catalog's order, by name) with the tools of each JSON-RPC upstream in the order the upstream
-    listed them, in the places its tools hold: an upstream's `tool.list` order is kept, any other tool stays put."""
-    places: dict[str, list[int]] = {}
-    for index, spec in enumerate(specs):
-        if isinstance(spec.binding, Registration):
-            places.setdefault(spec.backend, []).append(index)
-    if not places:
-        return specs
-    ordered = list(specs)
-    for indexes in places.values():
-        tools = sorted((specs[i] for i in indexes), key=lambda s: s.binding.position)
-        for index, spec in zip(indexes, tools, strict=True):
-            ordered[index] = spec
-    return ordered
-
-
 def success(request_id: Any, value: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "protocol": PROTOCOL_VERSION, "id": request_id, "result": value}
 
@@ -379,11 +362,10 @@ class Registration:
     title: str  # `Toolkit.Name` as the upstream names the tool (a Toolplex's `metadata.title`)
     version: str  # the upstream's version of the tool (a Toolplex's `metadata.version`)
     toolplex: bool = False  # the registration has `x-toolplex`: a Toolplex, whose `metadata` members it defines
-    position: int = 0  # where the upstream's `tool.list` put it
     entry: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # the registration as listed
 
 
-def spec_from_registration(data: Any, *, backend: str, toolkit: str, source: str = "", position: int = 0) -> ToolSpec:
+def spec_from_registration(data: Any, *, backend: str, toolkit: str, source: str = "") -> ToolSpec:
     """A `tool.list` entry read back as a ToolSpec; ValueError when it is not a registration.
 
     Toolkit and name come from `x-toolplex`, else from a `Toolkit.Name` title (a Toolplex's
@@ -417,9 +399,7 @@ def spec_from_registration(data: Any, *, backend: str, toolkit: str, source: str
         backend=backend,
         source=source,
         language=language if language in LANGUAGES else "remote",
-        binding=Registration(
-            data["id"], language, f"{kit}.{name}", version, EXTENSION in data, position=position, entry=data
-        ),
+        binding=Registration(data["id"], language, f"{kit}.{name}", version, EXTENSION in data, entry=data),
     )
 
 

@@ -129,7 +129,7 @@ class JsonRpcFront:
         def build() -> list[dict[str, Any]]:
             specs = self.services.tools(principal)  # only what this caller may call
             chosen = [s for s in specs if language is None or s.language == language]
-            return [codec.registration(s) for s in codec.upstream_order(chosen)]
+            return [codec.registration(s) for s in chosen]  # an upstream's tools in its order (the catalog's)
 
         # Encoded once per catalog, permission view and language filter, then reused.
         return {"tools": self.services.listing((FRONT, "tool.list", language), principal, build)}

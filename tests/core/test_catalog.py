@@ -77,3 +77,26 @@ def test_hidden_tools_are_resolvable_but_not_listed() -> None:
     catalog = Catalog([hidden, spec("C", "Add")])
     assert [s.flat_name for s in catalog.latest()] == ["C_Add"]
     assert catalog.resolve("C_Secret") is hidden
+
+
+def test_an_upstreams_tools_keep_its_order_in_the_places_they_hold() -> None:
+    """A proxied server's tools are listed as the server listed them (`listed_at`), in the places its tools
+    hold in name order; the gateway's own tools, and another server's, stay where they are."""
+
+    def tool(name: str, backend: str, listed_at: int | None = None) -> ToolSpec:
+        return ToolSpec(
+            toolkit="K",
+            name=name,
+            version="1.0.0",
+            description="",
+            input_schema={},
+            backend=backend,
+            listed_at=listed_at,
+        )
+
+    catalog = Catalog(
+        [tool("a", "up", 2), tool("b", "python"), tool("c", "up", 0), tool("d", "other", 0), tool("e", "up", 1)]
+    )
+    assert [s.name for s in catalog.listed(None)] == ["c", "b", "e", "d", "a"]
+    assert [s.name for s in catalog.latest()] == ["c", "b", "e", "d", "a"]
+    assert [s.name for s in Catalog([tool("b", "python"), tool("a", "python")]).listed(None)] == ["a", "b"]

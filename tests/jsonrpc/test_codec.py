@@ -143,13 +143,3 @@ def test_an_upstream_error_keeps_everything_but_the_tools_name_and_a_toolplexs_c
     assert body == {**error, "data": {**error["data"], "tool": "UpMath_Add", "callId": "gateway-call"}}
     bare = {"code": -32601, "message": "Tool not found"}  # no data: nothing to change
     assert codec.error(None, codec.relayed_error(bare, toolplex, "gateway-call"))["error"] == bare
-
-
-def test_each_upstreams_tools_keep_its_order_in_the_places_they_hold() -> None:
-    def spec(name: str, backend: str, position: int | None = None) -> ToolSpec:
-        if position is None:
-            return ToolSpec(toolkit="K", name=name, version="1.0.0", description="", input_schema={}, backend=backend)
-        return codec.spec_from_registration({"id": name}, backend=backend, toolkit="K", position=position)
-
-    by_name = [spec("a", "up", 2), spec("b", "python"), spec("c", "up", 0), spec("d", "other", 0), spec("e", "up", 1)]
-    assert [s.name for s in codec.upstream_order(by_name)] == ["c", "b", "e", "d", "a"]
