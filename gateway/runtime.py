@@ -282,6 +282,8 @@ class Gateway:
         self._background = BackgroundTasks()
         self._swapped = asyncio.Event()  # set (and replaced) when the snapshot is replaced
         self._at_close: list[Callable[[], Awaitable[None]]] = []  # fronts' own shutdown work (`at_close`)
+        # Fronts told when a backend whose server said its tools changed was discovered again (`on_rediscovered`).
+        self._on_rediscovered: list[Callable[[str], Awaitable[None]]] = []
         generation = self._generation(config, {})
         self.snapshot = self._snapshot(generation, Catalog([]))
 
@@ -365,6 +367,11 @@ class Gateway:
     async def swapped(self) -> None:
         """Return once the current snapshot is replaced (a reload, a rediscovery, the start)."""
         await self._swapped.wait()
+
+    def on_rediscovered(self, hook: Callable[[str], Awaitable[None]]) -> None:
+        """Run `hook(backend name)` each time a backend's server said its tools changed and the backend has
+        been discovered again (`rediscover`), whether or not the catalog changed."""
+        self._on_rediscovered.append(hook)
 
     def at_close(self, hook: Callable[[], Awaitable[None]]) -> None:
         """Run `hook` at close, before the backends close (see `FrontServices.at_close`)."""
@@ -545,8 +552,10 @@ class Gateway:
                     if self.discovery is not None and self.ready:
                         await self.discovery.refresh(only={name})
                     if not self._rediscovering.get(name):
-                        return
+                        break
                     self._rediscovering[name] = False
+                for hook in list(self._on_rediscovered):
+                    await hook(name)
             except Exception:
                 log.exception("rediscovery_failed", backend=name)
             finally:

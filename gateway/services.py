@@ -88,6 +88,11 @@ class FrontServices:
         """`server.public_url`: how clients reach the gateway, for the documents a front publishes."""
         return self._config.settings.server.public_url
 
+    @property
+    def auth_enabled(self) -> bool:
+        """Callers are told apart (API keys or JWTs): what one is answered may not be another's."""
+        return self._gateway.snapshot.authenticator.enabled
+
     def authenticate(self, headers: Mapping[str, str]) -> Principal | None:
         """The caller named by the request's credentials; raises GatewayError (unauthenticated) when they fail."""
         return self._gateway.snapshot.authenticator.authenticate(headers)
@@ -153,6 +158,11 @@ class FrontServices:
         """Return once the catalog snapshot is replaced (a reload, a rediscovery): a front that tells its
         clients about list changes waits on this rather than comparing the catalog on a timer."""
         await self._gateway.swapped()
+
+    def on_rediscovered(self, hook: Callable[[str], Awaitable[None]]) -> None:
+        """Run `hook(backend name)` when a backend whose server said its tools changed was discovered again
+        (the catalog changed or not: a front that relays the server's word tells its clients then)."""
+        self._gateway.on_rediscovered(hook)
 
     def at_close(self, hook: Callable[[], Awaitable[None]]) -> None:
         """Run `hook` when the gateway closes, before its backends do (a front's own long-lived tasks)."""

@@ -123,6 +123,26 @@ class Server(Protocol):
         """What the server advertised under `capabilities.extensions` (2026-07-28)."""
         ...
 
+    @property
+    def capabilities(self) -> Any:
+        """The server's `ServerCapabilities` as it announced them (its main connection's), None before any."""
+        ...
+
+    @property
+    def instructions(self) -> str | None:
+        """The server's `instructions` for the model, as it announced them."""
+        ...
+
+    @property
+    def tools_said(self) -> int:
+        """How many times the server said its tools changed (a count: each front passes on each word once)."""
+        ...
+
+    @property
+    def listing_hint(self) -> tuple[int, str] | None:
+        """The freshness hint (`ttlMs`, `cacheScope`) of its last `tools/list` (2026-07-28), None without one."""
+        ...
+
     def listen(self, listener: Callable[[Any], Awaitable[None]]) -> None:
         """Have `listener` hear what the server says of its resources and prompts."""
         ...

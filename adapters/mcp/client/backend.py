@@ -85,10 +85,15 @@ class McpBackend(PassThrough, BaseBackend):
         self.credentials = Credentials.of(settings.api_key, settings)
         self.breaker = CircuitBreaker(settings.circuit_breaker.failures, settings.circuit_breaker.cooldown_s)
         self.tools_changed = asyncio.Event()  # set by every list_changed the server sends
+        self.tools_said = 0  # how many times the server said its tools changed (the MCP front passes it on)
         self.rediscover = context.rediscover
         self.protocol_version: str | None = None
         # What the server advertised under `capabilities.extensions` on 2026-07-28 (the last connection's).
         self.extensions: dict[str, Any] = {}
+        # What it announced of itself (the last main connection's): the MCP front announces the same for it.
+        self.capabilities: types.ServerCapabilities | None = None
+        self.instructions: str | None = None
+        self.listing_hint: tuple[int, str] | None = None  # its tools/list's ttlMs and cacheScope (2026-07-28)
         # 2026 era: resource URIs the listen stream asks updates of (the MCP front's subscriptions), oldest first.
         self.watched: dict[str, None] = {}
         self.watch_changes = 0
@@ -151,6 +156,7 @@ class McpBackend(PassThrough, BaseBackend):
         self.protocol_version = link.protocol_version
         advertised = client.server_capabilities.extensions if link.era == "modern" else None
         self.extensions = dict(advertised or {})
+        self.capabilities, self.instructions = client.server_capabilities, client.instructions
         server = client.server_info
         log.info(
             "mcp_connected",
@@ -186,8 +192,11 @@ class McpBackend(PassThrough, BaseBackend):
             return self.unavailable(f"the MCP handshake failed: {exc.message} (error {exc.code})")
         return self.unavailable(f"the MCP handshake failed ({type(exc).__name__}: {exc})")
 
-    def tools_listing_changed(self, link: Link) -> None:
-        log.info("mcp_tools_changed", backend=self.name, era=link.era)
+    def tools_listing_changed(self, link: Link, *, said: bool = True) -> None:
+        """Discover again: the server said its tools changed (`said`), or a change may have gone unheard."""
+        log.info("mcp_tools_changed", backend=self.name, era=link.era, said=said)
+        if said:
+            self.tools_said += 1
         self.tools_changed.set()
         if self.rediscover is not None:  # the catalog follows now, not at the next discovery interval
             self.rediscover(self.name)
@@ -413,6 +422,7 @@ class McpBackend(PassThrough, BaseBackend):
         assert link.client is not None
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
+        hints: list[tuple[int, str] | None] = []
         for _page in range(self.settings.max_pages):
             async with self._exchange(None) as exchange:
                 try:
@@ -429,8 +439,10 @@ class McpBackend(PassThrough, BaseBackend):
                     self.breaker.failure()
                     raise self.unavailable(f"its tools/list answer is malformed: {exc.errors()[0]['msg']}") from None
             tools.extend(t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in page.tools)
+            hints.append((page.ttl_ms, page.cache_scope) if "ttl_ms" in page.model_fields_set else None)
             cursor = page.next_cursor
             if cursor is None:
+                self.listing_hint = _joined(hints)
                 return tools
         log.warning("mcp_tools_list_truncated", backend=self.name, pages=self.settings.max_pages, tools=len(tools))
         return tools
@@ -718,3 +730,11 @@ class McpBackend(PassThrough, BaseBackend):
 def _answers(caller: relay.Caller | None) -> bool:
     """The request carries a 2026-07-28 caller's answers to an earlier `InputRequiredResult`."""
     return caller is not None and (caller.input_responses is not None or caller.request_state is not None)
+
+
+def _joined(hints: list[tuple[int, str] | None]) -> tuple[int, str] | None:
+    """One freshness hint for the pages of a listing: the shortest time, public only when every page is."""
+    if not hints or None in hints:
+        return None
+    given = [hint for hint in hints if hint is not None]
+    return min(t for t, _ in given), "public" if all(scope == "public" for _, scope in given) else "private"

@@ -203,7 +203,7 @@ class Link:
                         self.listened = wanted
                         self._listen_acked.notify_all()
                     if reopened:  # a change in the moment between the two streams would be lost: look again
-                        self.backend.tools_listing_changed(self)
+                        self.backend.tools_listing_changed(self, said=False)
                     if await self._follow(subscription):
                         reopened = True
                         continue  # the watched URIs changed: the new filter at once

@@ -12,7 +12,9 @@ it; the SDK then rejects `Mcp-Name:  tool `), sessions owned by their principal,
 bounded event log (`adapters.mcp.server.sessions`: another session's `Last-Event-ID` replays nothing), sessions
 recorded in the state store under their principal so another replica forwards a session's requests to
 its home (and answers 404 for one nobody holds, or someone else's), progress while a call runs,
-`notifications/tools/list_changed` when the catalog changes, and the search meta-tools.
+`notifications/tools/list_changed` when the catalog changes (on 2026-07-28, on the caller's
+`subscriptions/listen` stream: `adapters.mcp.server.listen`), what the opening announces
+(`adapters.mcp.server.opening`: the upstreams' capabilities and instructions), and the search meta-tools.
 
 The SDK's session manager lives as long as the process (sessions outlive a configuration reload): one
 endpoint per path, kept beside the gateway's `FrontServices`; `routes()` only hands it new settings.
@@ -46,10 +48,12 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from adapters.mcp import codec, relay, sdk
-from adapters.mcp.server import direct, held, passthrough, tasks
+from adapters.mcp.server import direct, held, opening, passthrough, tasks
+from adapters.mcp.server.listen import Listening
 from adapters.mcp.server.listing import (
     CALL_TOOL,
     SEARCH_TOOL,
+    cache_hint,
     call_result,
     call_result_wire,
     decode_cursor,
@@ -108,6 +112,9 @@ class Endpoint:
         # Live handshake-era sessions (by Mcp-Session-Id) for list_changed; forgotten with their session.
         self.sessions: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self.passthrough = Passthrough(self)
+        self.listening = Listening(self)  # 2026-07-28 listen streams
+        self._told: dict[str, int] = {}  # backend -> its `tools_said` this endpoint passed on
+        services.on_rediscovered(self._server_said_tools_changed)
         # The direct path's own: its calls in flight, and per snapshot whether each tool name may take it.
         self.flights = direct.Flights()
         self.direct_tools: tuple[object, Any, Any, dict[str, tuple[bool, ToolSpec | None]]] | None = None
@@ -159,11 +166,13 @@ class Endpoint:
                 on_get_prompt=self._get_prompt,
                 on_completion=self._complete,
                 on_set_logging_level=self.passthrough.set_logging_level,
+                on_subscriptions_listen=self.listening,
             )
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._initialized)
         # The MCP backends' tasks (io.modelcontextprotocol/tasks): tasks/* relayed, advertised on 2026-07-28.
         self.passthrough.tasks.register(server, self._principal)
         server.extensions_now = lambda: self.passthrough.tasks.advertised(_CALLER.get())
+        server.upstreams_now = lambda: self.passthrough.backends(_CALLER.get())
         return server
 
     def _principal(self, ctx: Ctx) -> Principal | None:
@@ -280,9 +289,11 @@ class Endpoint:
         size = self.settings.page_size
         page = specs[offset : offset + size]
         more = offset + size < len(specs)
+        hints = {server.name: server.listing_hint for server in self.passthrough.backends(principal)}
         return types.ListToolsResult(
             tools=[tool_entry(s, self.mcp_name(s)) for s in page],
             next_cursor=encode_cursor(offset + size) if more else None,
+            **cache_hint(specs, hints, shared=not self.services.auth_enabled),
         )
 
     async def _call_tool(
@@ -435,25 +446,39 @@ class Endpoint:
         return hash(tuple((self.mcp_name(s), s.version, s.description) for s in self.tools(None)))
 
     async def _watch_catalog(self) -> None:
-        """Tell every open session when the tools this endpoint serves changed (reload or rediscovery).
+        """Tell every open session, and every listen stream that asked, when the tools this endpoint serves
+        changed (reload or rediscovery).
 
-        Woken by each snapshot swap; at most one comparison per `list_changed_poll_s`, so a burst of
-        rediscoveries is told once, and an idle gateway does no work at all.
+        Woken by each snapshot swap: told at once, then once more after `list_changed_poll_s` if a burst of
+        rediscoveries changed it again meanwhile; an idle gateway does no work at all.
         """
         self._listed = self._catalog_hash()
         while True:
             await self.services.snapshot_swapped()
+            await self._tell_if_changed()
             await asyncio.sleep(self.settings.list_changed_poll_s)  # the burst's later swaps land in this wait
-            current = self._catalog_hash()
-            if current == self._listed:
-                continue
-            self._listed = current
-            for session_id, session in self.live_sessions().items():
-                try:
-                    await session.send_notification(types.ToolListChangedNotification())
-                except Exception as exc:  # a session that just ended: nothing to tell
-                    log.info("list_changed_not_sent", session=session_id[:12], error=type(exc).__name__)
-            log.info("tools_list_changed", path=self.path, sessions=len(self.sessions))
+            await self._tell_if_changed()
+
+    async def _server_said_tools_changed(self, name: str) -> None:
+        """A backend was discovered again. When it is an MCP server that said its tools changed, its word is
+        passed on, even when the catalog came out the same (as the server's own clients hear it)."""
+        backend = self.services.backend(name)
+        said = getattr(backend, "tools_said", 0) if name in self.services.backend_names("mcp") else 0
+        told, self._told[name] = self._told.get(name, 0), said
+        await self._tell_if_changed(said=said != told)
+
+    async def _tell_if_changed(self, *, said: bool = False) -> None:
+        current = self._catalog_hash()
+        if current == self._listed and not said:
+            return
+        self._listed = current
+        await self.listening.publish(types.ToolListChangedNotification())
+        for session_id, session in self.live_sessions().items():
+            try:
+                await session.send_notification(types.ToolListChangedNotification())
+            except Exception as exc:  # a session that just ended: nothing to tell
+                log.info("list_changed_not_sent", session=session_id[:12], error=type(exc).__name__)
+        log.info("tools_list_changed", path=self.path, sessions=len(self.sessions))
 
     # ---- HTTP ----
 
@@ -650,7 +675,22 @@ def _not_found() -> Response:
 
 
 class _Server(Server[Any]):
-    """The low-level server, announcing `tools.listChanged` in the handshake era (it does send it)."""
+    """The low-level server, announcing in the handshake era the list changes it sends (its catalog's, and the
+    prompts' and resources' its upstreams send), and otherwise what its upstreams announced (`opening`)."""
+
+    # The MCP backends the current request's caller reaches (their resources, prompts and tasks).
+    upstreams_now: Callable[[], list[relay.Server]] | None = None
+    # The extensions the MCP backends bring, for this request's caller (`server/discover` on 2026-07-28 only).
+    extensions_now: Callable[[], dict[str, dict[str, Any]]] | None = None
+
+    @property  # type: ignore[override]
+    def instructions(self) -> str | None:
+        """The caller's upstreams' instructions, read when a client opens (`initialize`, `server/discover`)."""
+        return opening.instructions(self.upstreams_now()) if self.upstreams_now is not None else None
+
+    @instructions.setter
+    def instructions(self, _value: str | None) -> None:
+        """The gateway has no instructions of its own (the SDK's constructor sets None)."""
 
     def create_initialization_options(
         self,
@@ -658,11 +698,10 @@ class _Server(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        options = notification_options or NotificationOptions(tools_changed=True)
+        options = notification_options or NotificationOptions(
+            tools_changed=True, prompts_changed=True, resources_changed=True
+        )
         return super().create_initialization_options(options, experimental_capabilities, extensions or {})
-
-    # The extensions the MCP backends bring, for this request's caller (`server/discover` on 2026-07-28 only).
-    extensions_now: Callable[[], dict[str, dict[str, Any]]] | None = None
 
     def get_capabilities(
         self,
@@ -674,9 +713,10 @@ class _Server(Server[Any]):
     ) -> types.ServerCapabilities:
         if extensions is None and self.extensions_now is not None and protocol_version in MODERN_PROTOCOL_VERSIONS:
             extensions = {**self.extensions, **self.extensions_now()} or None
-        return super().get_capabilities(
+        own = super().get_capabilities(
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
+        return own if self.upstreams_now is None else opening.capabilities(own, self.upstreams_now())
 
 
 def endpoint(services: FrontServices, settings: McpFrontSettings, path: str) -> Endpoint:

@@ -92,6 +92,23 @@ def tool_entry(spec: ToolSpec, name: str) -> types.Tool:
     return types.Tool.model_validate(wire, by_name=False)
 
 
+def cache_hint(specs: Iterable[ToolSpec], hints: dict[str, tuple[int, str] | None], shared: bool) -> dict[str, Any]:
+    """The freshness hint of a `tools/list` answer (2026-07-28) as `ListToolsResult` fields: its MCP upstreams'
+    own when every tool listed is theirs (`hints`: by backend, from their last listing), the shortest time,
+    public only when each says so and the listing is every caller's (`shared`); else none (the SDK's
+    default: immediately stale, private), as the gateway's own tools may change at any rediscovery."""
+    given = []
+    for spec in specs:
+        hint = hints.get(spec.backend) if isinstance(spec.binding, codec.McpTool) else None
+        if hint is None:
+            return {}
+        given.append(hint)
+    if not given:
+        return {}
+    public = shared and all(scope == "public" for _, scope in given)
+    return {"ttl_ms": min(ttl for ttl, _ in given), "cache_scope": "public" if public else "private"}
+
+
 def call_result_wire(spec: ToolSpec, value: Any) -> dict[str, Any]:
     """A successful outcome as MCP (JSON): `structuredContent` (with its JSON as text) for an object value of
     a tool that declares an object output schema or none; an MCP upstream's content blocks as they came."""

@@ -9,7 +9,9 @@ backend that owns them and back unchanged (results and the server's JSON-RPC err
 - A prompt's name is its own unless the backend's routing keys rename it (`rename`) or put it under a
   toolkit (`toolkit`, `prefix`: then `<toolkit>_<name>`, as tools are named). A resource keeps its URI.
 - `resources/read` and `resources/subscribe` go to the backend that listed the URI, else whose
-  template matches it, else (one backend) to that one; completion goes to the prompt's or template's owner.
+  template matches it, else (one backend) to that one; `prompts/get` to the backend that listed the name,
+  else (one backend whose names are unchanged) to that one; completion goes to the prompt's or template's
+  owner.
 - A caller sees the resources and prompts of a backend when it may call one of its tools here (or
   may call every tool, on the main endpoint).
 - The tasks a backend's tools create (`io.modelcontextprotocol/tasks`, 2026-07-28) are relayed by
@@ -185,7 +187,9 @@ class Passthrough:
         for name in services.backend_names("mcp"):
             backend = services.backend(name)
             if backend is not None and (everything or name in shown):
-                found.append(cast(Server, backend))
+                server = cast(Server, backend)
+                server.listen(self.notice)  # what it says of its lists reaches the callers (kept once)
+                found.append(server)
         return found
 
     def _named(self, principal: Principal | None, name: str) -> Server | None:
@@ -309,6 +313,10 @@ class Passthrough:
         owner = self.prompts.get(name)
         backend = self._named(principal, owner[0]) if owner else None
         if backend is None or owner is None:
+            backends = self.backends(principal)
+            if len(backends) == 1 and front_toolkit(backends[0]) is None and not backends[0].settings.rename:
+                # One server, its names unchanged: its own answer to a name it did not list, as resources/read.
+                return backends[0], name
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name}", data={"name": name})
         return backend, owner[1]
 
@@ -389,9 +397,12 @@ class Passthrough:
             backend = found
         return await self._relay(RequestKind.COMPLETE, backend, "completion/complete", wire, ctx, params, principal)
 
-    async def subscribe(self, ctx: Ctx, principal: Principal | None, uri: str, subscribe: bool) -> types.EmptyResult:
-        """Handshake era: remember the session's interest; the upstream hears of the first and the last one."""
-        session = _session_id(ctx)
+    async def subscribe(
+        self, ctx: Ctx, principal: Principal | None, uri: str, subscribe: bool, holder: str | None = None
+    ) -> types.EmptyResult:
+        """Remember a holder's interest in `uri` (a handshake-era session, or a 2026-07-28 listen stream:
+        `holder`); the upstream hears of the first and the last one."""
+        session = holder or _session_id(ctx)
         owner = principal_name(principal)
         backend = await self._resource_owner(ctx, principal, uri)
         others = any(u == uri and s != session for _, (u, s), _ in self.subscribed.items())
@@ -437,7 +448,9 @@ class Passthrough:
     # ---- what the servers say ----
 
     async def notice(self, notice: Any) -> None:
-        """A server's resource update (to the sessions subscribed to it) or list change (to every session)."""
+        """A server's resource update (to the sessions subscribed to it) or list change (to every session);
+        on 2026-07-28, to the listen streams that asked for it (`listen`)."""
+        await self.endpoint.listening.publish(notice)
         sessions = self.endpoint.live_sessions()
         if isinstance(notice, types.ResourceUpdatedNotification):
             uri = str(notice.params.uri)

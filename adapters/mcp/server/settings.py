@@ -64,8 +64,9 @@ class McpFrontSettings(FrontSettings):
         default=1.0,
         gt=0,
         description=(
-            "After a reload or rediscovery, how long the front waits before comparing the catalog with what it "
-            "listed (changes within it are told once), to send notifications/tools/list_changed to open sessions"
+            "After a reload or rediscovery has been told (notifications/tools/list_changed to open sessions and "
+            "listen streams, at once), how long the front waits before comparing the catalog once more (the "
+            "changes of a burst within it are told together)"
         ),
     )
     servers: dict[str, McpVirtualServer] = Field(
