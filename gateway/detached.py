@@ -122,6 +122,11 @@ class Retained:
     def discard(self, key: str, owner: str = "") -> None:
         self._held.pop(owner, key)
 
+    def holds(self, key: str, owner: str = "") -> bool:
+        """Whether `owner`'s record under `key` is kept (finished, within the budget and the retention)."""
+        self._held.expire()
+        return (owner, key) in self._held
+
 
 class DetachedRuns:
     """One run per (principal, key) in one namespace of the store; see the module docstring."""
@@ -144,6 +149,9 @@ class DetachedRuns:
         self._policy: DetachedPolicy | None = None
         # Bounds come from configure(); the index itself survives reconfiguring (reloads).
         self.retained = Retained(max_bytes=0, max_entries=0, retention=0.0, shares=shares)
+        # Record key -> principal, for the runs answered "pending" whose outcome was not handed out yet
+        # (`unclaimed`); pruned to the runs still live or recorded, so never more than those.
+        self._awaited: dict[str, str] = {}
         self._background = BackgroundTasks()
 
     def configure(
@@ -174,6 +182,27 @@ class DetachedRuns:
             collect_hint,
         )
         self.retained.configure(max_bytes=max_bytes, max_entries=max_entries, retention=retention)
+
+    @property
+    def unclaimed(self) -> int:
+        """Runs answered "pending" that finished here and whose outcome nobody collected yet (a gauge)."""
+        self._prune()
+        count = 0
+        for key, principal in self._awaited.items():
+            run = self.runs.get(key)
+            count += run.done if run is not None else self.retained.holds(key, principal)
+        return count
+
+    def _awaiting(self, key: str, principal: str) -> None:
+        self._awaited[key] = principal
+        if len(self._awaited) > len(self.retained) + self.runs.max_runs:
+            self._prune()
+
+    def _prune(self) -> None:
+        """Forget the awaited runs that are neither live nor recorded any more (expired, evicted, lost)."""
+        for key, principal in list(self._awaited.items()):
+            if self.runs.get(key) is None and not self.retained.holds(key, principal):
+                del self._awaited[key]
 
     @property
     def policy(self) -> DetachedPolicy:
@@ -271,6 +300,7 @@ class DetachedRuns:
         record_key = self.record_key(principal, key)
         self.runs.forget(record_key)
         self.retained.discard(record_key, principal)
+        self._awaited.pop(record_key, None)
         await self.store.delete(record_key)
 
     async def _follow(
@@ -286,6 +316,7 @@ class DetachedRuns:
         None after a poll of a run in another replica (the caller looks at the record again)."""
         if record["status"] == "done":
             log.debug("detached_replay", namespace=self.namespace, call_id=call.context.call_id)
+            self._awaited.pop(record_key, None)
             return replay_outcome(call.context.call_id, record["outcome"])
         run = self.runs.get(record_key)
         if run is not None:
@@ -323,8 +354,10 @@ class DetachedRuns:
     ) -> Outcome:
         outcome = await self.runs.wait(run, deadline - time.monotonic())
         if outcome is None:
+            self._awaiting(key, principal_name(call.context.principal))
             return _pending(call, started, policy)
         await self._settle(key, token, run)  # so the next request sees the final record
+        self._awaited.pop(key, None)
         return outcome
 
     async def _settle(self, key: str, token: str, run: Run) -> None:

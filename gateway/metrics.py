@@ -170,14 +170,15 @@ def backend_families(states: list[dict[str, Any]]) -> list[Metric]:
     return [up, tools, breaker, failures, opened]
 
 
-def pending_family(runs: RunRegistry) -> Metric:
+def pending_family(runs: RunRegistry, unclaimed: int = 0) -> Metric:
+    """`unclaimed`: finished runs whose outcome waits in a detached record (`DetachedRuns.unclaimed`)."""
     family = GaugeMetricFamily(
         "toolplex_pending_calls",
         "Calls answered 'still running' and collected later: running, or finished and not collected yet",
         labels=["state"],
     )
     family.add_metric(["running"], runs.running)
-    family.add_metric(["finished"], runs.finished)
+    family.add_metric(["finished"], runs.finished + unclaimed)
     return family
 
 
@@ -225,7 +226,7 @@ async def scraped(services: FrontServices) -> CollectorRegistry:
     registry = CollectorRegistry()
     families = [
         *backend_families(await backend_states(services)),
-        pending_family(services.runs),
+        pending_family(services.runs, services.unclaimed_runs()),
         *await session_families(services.store, (name for name in fronts() if name != "metrics")),
         reload_family(dict(services.reloads)),
     ]

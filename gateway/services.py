@@ -222,6 +222,10 @@ class FrontServices:
             self._detached[namespace] = runs
         return runs
 
+    def unclaimed_runs(self) -> int:
+        """Finished detached runs whose outcome nobody collected yet, in every namespace (for /metrics)."""
+        return sum(runs.unclaimed for runs in self._detached.values())
+
     @property
     def homes(self) -> Homes:
         """Where a caller's in-process state lives (sessions, held calls), and the way there."""
