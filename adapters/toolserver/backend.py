@@ -10,11 +10,19 @@ endpoints (`/get_cookie` is a 404 there): detected, or forced with
 A Toolplex upstream's `x-toolplex` listing member keeps toolkits, versions and
 full descriptions across the hop.
 
+A ToolServerNode front in front of this backend is a transparent hop (`relays`): its
+calls are judged by the node alone (no argument validation of the gateway's), and each
+answer keeps the node's own body (`UpstreamAnswer("toolserver")`): a result as the node
+wrapped it, an error's status, `detail` and `Retry-After` (credentials redacted), which
+that front answers unchanged; every other front gets the canonical value or failure.
+
 Upstream 450 ("call again"): a call that came through the ToolServerNode front
-gets the 450 back with `next_calling` in gateway names (a listed tool's gateway
-name, or this backend's hidden relay tool with a one-use continuation token),
-so the client's own loop drives it; every other front waits while the backend
-follows `next_calling` itself, with backoff, until a result or the deadline.
+gets the 450 back: the node's own when the gateway has its `next_calling` under
+the node's name (the follow-up reaches the caller's own node session), else with
+`next_calling` in gateway names (a listed tool's routed name, or this backend's
+hidden relay tool with a one-use continuation token), so the client's own loop
+drives it; every other front waits while the backend follows `next_calling`
+itself, with backoff, until a result or the deadline.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import httpx
 import orjson
@@ -39,15 +47,33 @@ from adapters.toolserver.nodes import GATEWAY_NODE, Continuation, Continuations,
 from adapters.toolserver.settings import ToolServerBackendSettings
 from gateway.backends import BackendContext, BaseBackend, Feature
 from gateway.catalog import validate_spec
-from gateway.errors import ErrorKind, GatewayError
-from gateway.model import CallContext, RequestKind, ToolSpec, principal_name
+from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.model import (
+    Answered,
+    CallContext,
+    RequestKind,
+    ToolSpec,
+    UpstreamAnswer,
+    UpstreamFailed,
+    principal_name,
+)
 from gateway.ownership import StoreFull
+from gateway.redaction import redact_text
 from gateway.routing import apply_routing
-from gateway.upstream import Credentials, Limit, Upstream, UpstreamSettings, failure_for_status, json_of
+from gateway.upstream import (
+    Credentials,
+    Limit,
+    Upstream,
+    UpstreamSettings,
+    error_body,
+    failure_for_status,
+    json_of,
+)
 
 log = structlog.get_logger("toolplex.toolserver")
 
 FRONT = "toolserver"  # CallContext.front of calls that came through the ToolServerNode front
+PROTOCOL = "toolserver"  # `UpstreamAnswer.protocol` of this backend's answers
 COOKIE = "node_id"
 RELAY_TOOLKIT = "Toolplex"
 RELAY_SCHEMA: dict[str, Any] = {
@@ -58,12 +84,15 @@ RELAY_SCHEMA: dict[str, Any] = {
 }
 RELEASE_TIMEOUT_S = 2.0
 FILE_PATHS = ("/upload_file", "/download_file", "/get_workspace_structure", "/download_workspace")
+RETRIEVAL = "/retrieving_tools"  # the one listing asked of the node for a caller (`RequestKind.LIST`)
 FILE_LIMIT = "limits.max_upload_bytes"  # what bounds a file answer, instead of limits.max_upstream_response_bytes
 MAX_FOLLOW_PAUSE_S = 3.0  # the XAgent client's own pause between retries
 SCHEMA_BATCH = 500
 LISTING_KEYS = ("available_tools", "tools_json")
 EXTENSION = "x-toolplex"
 NO_SESSION_ENDPOINT = (404, 405)  # what a bare node answers to /get_cookie
+FRAMEWORK_ANSWERS = ("Not Found", "Method Not Allowed")  # FastAPI's own 404 / 405: no such route at this path
+MAX_PASSED_DEPTH = 64  # an error body nested deeper is not passed on as it came (the canonical failure is)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -113,13 +142,48 @@ def _text(detail: Any) -> str:
     return detail if isinstance(detail, str) else orjson.dumps(detail, default=str).decode()
 
 
+def _redacted(value: Any, depth: int = 0) -> Any:
+    """`value` with every string passed through the gateway's redaction (`redact_text`: credential shapes and
+    the gateway's own secrets), as every error text a client reads is; raises RecursionError past
+    `MAX_PASSED_DEPTH`."""
+    if depth > MAX_PASSED_DEPTH:
+        raise RecursionError("nested too deep")
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, list):
+        return [_redacted(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {key: _redacted(item, depth + 1) for key, item in value.items()}
+    return value
+
+
+def _as_it_came(response: httpx.Response) -> dict[str, Any] | None:
+    """A node's error answer as the ToolServerNode front passes it on (`UpstreamAnswer.error`): its status, its
+    JSON body (FastAPI's `{"detail": ...}`, credentials redacted) and its `Retry-After`; None when the body is
+    no JSON object (the canonical failure is answered then)."""
+    body = error_body(response)
+    if not isinstance(body, dict):
+        return None
+    try:
+        body = _redacted(body)
+    except RecursionError:
+        return None
+    answer: dict[str, Any] = {"status": response.status_code, "body": body}
+    retry_after = response.headers.get("retry-after")
+    if retry_after is not None:
+        answer["headers"] = {"Retry-After": retry_after}
+    return answer
+
+
 class ToolServerBackend(BaseBackend):
     """One ToolServerNode upstream: its node sessions, its 450 continuations and its workspace passthrough."""
 
     # Node sessions released with the front's (SESSIONS), the session's files upstream (WORKSPACES, served as
     # FILE requests through the pipeline), and the node's own env descriptions for the front's listings.
     features = frozenset({Feature.SESSIONS, Feature.WORKSPACES, Feature.ENV_DESCRIPTIONS})
-    operations = frozenset({RequestKind.FILE})
+    # FILE: the session's files upstream; LIST: the node's own retrieval, for a caller of this node alone.
+    operations = frozenset({RequestKind.FILE, RequestKind.LIST})
+    relays = PROTOCOL  # a ToolServerNode front is a transparent hop (`BaseBackend.relays`)
 
     def __init__(self, settings: ToolServerBackendSettings, context: BackendContext) -> None:
         self.name = settings.name
@@ -137,6 +201,10 @@ class ToolServerBackend(BaseBackend):
         self.follow_max_calls = settings.follow_max_calls
         self.follow_backoff_s = settings.follow_backoff_s
         self.gateway_names: dict[str, str] = {}  # upstream tool name -> its gateway flat name
+        # Gateway flat names of the tools the node lists in `available_tools` but not in `tools_json` (their
+        # schema looked up apart): the ToolServerNode front's `tools_json` leaves them out, as the node does.
+        self.schema_unlisted: frozenset[str] = frozenset()
+        self._unlisted_upstream: frozenset[str] = frozenset()
         self.relay_name: str | None = None  # the relay's gateway flat name, None when routing drops it
         self._releases: set[asyncio.Task[None]] = set()
 
@@ -298,6 +366,7 @@ class ToolServerBackend(BaseBackend):
         listed = set(names)
         names += [n for n in schemas if n not in listed]
         missing = [n for n in names if n not in schemas]
+        self._unlisted_upstream = frozenset(missing)
         for start in range(0, len(missing), SCHEMA_BATCH):
             found = await self._listing("/get_json_schema_for_tools", missing[start : start + SCHEMA_BATCH], deadline)
             for tool in _named(found.get("tools_json") if isinstance(found, dict) else None):
@@ -418,12 +487,19 @@ class ToolServerBackend(BaseBackend):
             names[spec.binding] = spec.flat_name
             names[spec.binding.partition("@")[0]] = spec.flat_name  # the upstream's bare name: its latest
         self.gateway_names = names
+        self.schema_unlisted = frozenset(
+            spec.flat_name
+            for spec in routed
+            if isinstance(spec.binding, str) and spec.binding.partition("@")[0] in self._unlisted_upstream
+        )
         relays = [s for s in routed if isinstance(s.binding, Relay)]
         self.relay_name = relays[0].flat_name if relays and validate_spec(relays[0]) == [] else None
 
     # ---- calls ----
 
-    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Any:
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any], context: CallContext) -> Answered:
+        """The tool's value with the node's result body as it came (`Answered`), or its failure raised, with
+        the node's own error answer when it gave one (`UpstreamFailed`)."""
         key = self._key(context)
         owner = self._owner(context)
         deadline = context.deadline if context.deadline is not None else self._deadline()
@@ -443,7 +519,7 @@ class ToolServerBackend(BaseBackend):
         follows = 0
         while response.status_code == codec.RETRY_STATUS:
             tool, arguments = self._next_calling(response)
-            pending = self._pending(key, owner, tool, arguments) if context.front == FRONT else None
+            pending = self._pending(key, owner, tool, arguments, response) if context.front == FRONT else None
             if pending is not None:
                 raise pending
             follows += 1
@@ -475,9 +551,25 @@ class ToolServerBackend(BaseBackend):
             raise self.upstream.unavailable("it answered 450 without a 'retry' detail naming next_calling")
         return detail["next_calling"], detail.get("arguments") or {}
 
-    def _pending(self, key: NodeKey, owner: str, tool: str, arguments: dict[str, Any]) -> GatewayError | None:
-        """The 450 for the ToolServerNode front, `next_calling` in the gateway's names; None when it has none."""
+    def _pending(
+        self, key: NodeKey, owner: str, tool: str, arguments: dict[str, Any], response: httpx.Response
+    ) -> GatewayError | None:
+        """The 450 for the ToolServerNode front, `next_calling` in the gateway's names; None when it has none.
+
+        When the gateway has `next_calling` under the node's own name, the node's 450 goes on as it came
+        (`UpstreamFailed`): the client calls that tool through the gateway, which sends it to the caller's own
+        node session (`_key`), where the node's job is. Otherwise a listed tool's routed name, or the relay
+        with a one-use continuation token bound to this caller (a hidden node tool is in no catalog)."""
         name = self.gateway_names.get(tool)
+        if name == tool:
+            own = _as_it_came(response)
+            failure = Failure(
+                kind=ErrorKind.PENDING,
+                message=f"Upstream {self.name!r} has not finished; call {name} to continue",
+                can_retry=True,
+                details={"next_calling": name, "arguments": arguments},
+            )
+            return UpstreamFailed(failure, UpstreamAnswer(PROTOCOL, error=own)) if own else GatewayError(failure)
         if name is None:
             if self.relay_name is None:  # routing dropped the relay: the backend follows instead
                 return None
@@ -490,52 +582,92 @@ class ToolServerBackend(BaseBackend):
             details={"next_calling": name, "arguments": arguments},
         )
 
-    def _result(self, response: httpx.Response, tool: str, *, forwarded: bool = False) -> Any:
+    def _result(self, response: httpx.Response, tool: str, *, forwarded: bool = False) -> Answered:
+        """The node's answer: its value with its body as it came, or its failure raised (`_raise`)."""
+        if response.status_code != 200:
+            self._raise(response, tool, "/execute_tool", forwarded=forwarded)
+        body = json_of(self.upstream, response)
+        try:
+            value = codec.unwrap_result(body)
+        except ValueError as exc:
+            raise self.upstream.protocol_fault(
+                f"/execute_tool answered {exc}, not a ToolServerNode result", response
+            ) from None
+        return Answered(value, UpstreamAnswer(PROTOCOL, result=body))
+
+    def _raise(self, response: httpx.Response, tool: str, path: str, *, forwarded: bool = False) -> NoReturn:
+        """Raise the canonical failure of a node's error answer, with the answer as it came (`UpstreamFailed`)
+        when it is the node's own word on the request: not a route missing at `path` (the framework's 404 or
+        405), nor a 401 to the gateway's own credentials, nor a body that is no JSON object."""
+        failure = self._failure(response, tool, path, forwarded=forwarded)
+        own = _as_it_came(response)
+        if own is None or (response.status_code == 401 and not forwarded):
+            raise GatewayError(failure)
+        raise UpstreamFailed(failure, UpstreamAnswer(PROTOCOL, error=own))
+
+    def _failure(self, response: httpx.Response, tool: str, path: str, *, forwarded: bool = False) -> Failure:
+        """The canonical failure a node's error answer stands for (raised instead when the node is at fault)."""
         status = response.status_code
-        if status == 200:
-            try:
-                return codec.unwrap_result(json_of(self.upstream, response))
-            except ValueError as exc:
-                raise self.upstream.protocol_fault(
-                    f"/execute_tool answered {exc}, not a ToolServerNode result", response
-                ) from None
         detail = _detail(response)
+        if status in (404, 405) and detail in FRAMEWORK_ANSWERS:  # no such route at this path
+            raise self.upstream.unavailable(f"{self.path}{path} does not exist there ({status})")
         if status in (404, 422, 500) and detail is None:
             json_of(self.upstream, response)  # raises for a body that is not JSON
             raise self.upstream.protocol_fault(f"it answered HTTP {status} without a FastAPI 'detail'", response)
         message = _text(detail)[:1000] if detail is not None else response.text[:200]
         if status == 404:  # the node's own meaning: no such tool
-            if detail == "Not Found":  # the framework's own 404: no /execute_tool at this path
-                raise self.upstream.unavailable(f"{self.path}/execute_tool does not exist there (404)")
-            raise GatewayError.of(ErrorKind.NOT_FOUND, message, details={"upstream_tool": tool})
+            return GatewayError.of(ErrorKind.NOT_FOUND, message, details={"upstream_tool": tool}).failure
         if status == 422:  # FastAPI's validation list
             problems = codec.parameter_errors_of(detail) if isinstance(detail, list) else {}
             listed = "; ".join(f"{k}: {v}" for k, v in problems.items())
-            raise GatewayError.of(
+            return GatewayError.of(
                 ErrorKind.INVALID_ARGUMENTS,
                 f"Invalid arguments for {tool}: {listed or message}",
                 parameter_errors=problems or None,
-            )
+            ).failure
         if status == 500:  # the tool raised; the detail is its trace
-            raise GatewayError.of(ErrorKind.TOOL_FAILED, message)
+            return GatewayError.of(ErrorKind.TOOL_FAILED, message).failure
         if status == 413:
-            raise GatewayError.of(ErrorKind.TOO_LARGE, message)
+            return GatewayError.of(ErrorKind.TOO_LARGE, message).failure
         failure = failure_for_status(self.name, status, message, response.headers, client_credentials=forwarded)
-        if failure is None:  # 1xx/3xx: not an answer a node gives
+        if failure is None:  # 1xx/2xx/3xx: not an answer a node gives
             raise self.upstream.unavailable(f"it answered HTTP {status}")
-        raise GatewayError(failure)
+        return failure
+
+    # ---- the node's own retrieval (the front's /retrieving_tools, for a caller of this node alone) ----
+
+    async def _retrieve(self, params: dict[str, Any], context: CallContext) -> Answered:
+        """`/retrieving_tools {question, top_k}` asked of the caller's own node session: the node's answer as it
+        came (the front keeps what the caller may call), its error raised as `_raise` does."""
+        deadline = context.deadline if context.deadline is not None else self._deadline()
+        body = {"question": params.get("question"), "top_k": params.get("top_k")}
+        response = await self._send(
+            self._key(context), RETRIEVAL, json=body, deadline=deadline, context=context, idempotent=True
+        )
+        if response.status_code != 200:
+            self._raise(response, RETRIEVAL, RETRIEVAL, forwarded=self.credentials.forward_authorization)
+        answer = json_of(self.upstream, response)
+        if not isinstance(answer, dict) or not all(
+            isinstance(answer.get(key), list) for key in ("retrieved_tools", "tools_json")
+        ):
+            raise self.upstream.protocol_fault(f"{RETRIEVAL} did not answer retrieved_tools and tools_json", response)
+        return Answered(answer, UpstreamAnswer(PROTOCOL, result=answer))
 
     # ---- file passthrough (the front's /upload_file, /download_file, workspace endpoints) ----
 
     async def operate(
         self, kind: str, operation: str, params: dict[str, Any], context: CallContext, payload: Any = None
-    ) -> httpx.Response:
+    ) -> httpx.Response | Answered:
         """One workspace request (`RequestKind.FILE`, after the pipeline's policy), sent as it came to the
         caller's own node session (`_key`): `operation` is the path, `params` its `content_type`, `size` and
         `max_answer_bytes` (the gateway's `limits.max_upload_bytes`), `payload` gives the body afresh for each
         attempt. The answer is returned as soon as its head arrived, its body unread (`Upstream.open`): a
         file of up to `max_answer_bytes` is passed on as it arrives, never held whole; the caller closes it.
-        Files are answers as often as JSON: a valid non-JSON answer is no fault of the upstream."""
+        Files are answers as often as JSON: a valid non-JSON answer is no fault of the upstream.
+
+        A LIST request is the node's own `/retrieving_tools` (`params`: `question`, `top_k`), see `_retrieve`."""
+        if kind == RequestKind.LIST and operation == RETRIEVAL:
+            return await self._retrieve(params, context)
         if kind != RequestKind.FILE or operation not in FILE_PATHS:
             raise GatewayError.of(ErrorKind.MALFORMED, f"{operation} is not a workspace request of this backend")
         # Identity: the bytes go on to the client as they come, their Content-Length still true.

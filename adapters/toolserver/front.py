@@ -2,12 +2,16 @@
 
 Sessions are `node_id` cookies; `/execute_tool` answers a call still running
 after the front's patience with 450 and a handle that the client collects by
-calling the gateway's own hidden tool `Toolplex_collect_result`. An upstream
-node's own 450 (a `toolserver` backend) comes back as 450 too, its
-`next_calling` already in gateway names. The workspace endpoints (`/upload_file`,
+calling the gateway's own hidden tool `Toolplex_collect_result`. A tool of an
+upstream node (a `toolserver` backend) answers as the node did: its result body,
+its error's status and `detail`, its own 450 (`UpstreamAnswer("toolserver")`);
+a 450 whose `next_calling` the gateway has under another name comes back with
+that name. The workspace endpoints (`/upload_file`,
 ...) serve the session's own workspace (gateway/workspaces.py), or pass through
 byte for byte to the caller's node of a `toolserver` backend when there is one.
-Listings show only what the caller may call; `/get_available_tools` adds an
+Listings show only what the caller may call, in an upstream node's own order; a
+caller that reaches the tools of one node alone is answered `/retrieving_tools`
+by that node. `/get_available_tools` adds an
 `x-toolplex` member (ignored by XAgent) carrying what the node's format lacks
 (toolkit, version, full description), so Toolplex behind Toolplex loses nothing.
 
@@ -48,7 +52,16 @@ from gateway.http import (
     retry_after_headers,
     unsupported_media,
 )
-from gateway.model import Call, CallContext, Outcome, Principal, RequestKind, ToolSpec, principal_name
+from gateway.model import (
+    Call,
+    CallContext,
+    Outcome,
+    Principal,
+    RequestKind,
+    ToolSpec,
+    UpstreamAnswer,
+    principal_name,
+)
 from gateway.sessions import Session
 from gateway.workspaces import key_for
 
@@ -57,6 +70,8 @@ if TYPE_CHECKING:
 
 FRONT = "toolserver"
 KIND = "toolserver"  # the backend kind whose nodes can hold a session's files
+PROTOCOL = "toolserver"  # `UpstreamAnswer.protocol` of a node's own answer (a `toolserver` backend's)
+RETRIEVAL = "/retrieving_tools"  # the LIST request a `toolserver` backend answers with its node's retrieval
 COOKIE = "node_id"
 COLLECT_TOOL = "Toolplex_collect_result"  # served here, never listed
 COLLECT_NAMES = frozenset({COLLECT_TOOL, "Toolplex.collect_result"})
@@ -131,6 +146,21 @@ def _still_running(outcome: Outcome) -> bool:
     carries its `next_calling` and is the call's answer (`_render`)."""
     failure = outcome.error
     return failure is not None and failure.kind == ErrorKind.PENDING and "next_calling" not in failure.details
+
+
+def _own(upstream: UpstreamAnswer | None) -> UpstreamAnswer | None:
+    """An upstream node's own answer (a `toolserver` backend's: a transparent hop), else None."""
+    return upstream if upstream is not None and upstream.protocol == PROTOCOL else None
+
+
+def _as_it_came(error: dict[str, Any]) -> Response:
+    """A node's error answer, kept by its backend as `{"status", "body", "headers"?}`, answered as it came."""
+    headers = error.get("headers")
+    return json_response(
+        error.get("body"),
+        status=int(error.get("status") or 500),
+        headers={str(k): str(v) for k, v in headers.items()} if isinstance(headers, dict) else None,
+    )
 
 
 def _shown(node_id: str) -> str:
@@ -322,6 +352,8 @@ class ToolServerFront:
         await self._no_parameters(request)
         principal = caller.principal
 
+        unlisted = self._schemas_unlisted()
+
         def build() -> dict[str, Any]:
             specs = self.services.tools(principal)
             envs, _ = self._envs(principal, self.env_tool_cap)
@@ -329,26 +361,81 @@ class ToolServerFront:
             return {
                 "available_envs": envs,
                 "available_tools": [s.flat_name for s in specs],
-                "tools_json": [codec.tool_json(s) for s in specs],
+                # A node's tool it lists without a schema (looked up apart) is left out here too, as the node does.
+                "tools_json": [codec.tool_json(s) for s in specs if s.flat_name not in unlisted.get(s.backend, ())],
                 EXTENSION: {"tools": [codec.extension_entry(s) for s in every_version]},
             }
 
-        # Encoded once per catalog and permission view; an upstream's env descriptions may change alone.
+        # Encoded once per catalog and permission view; an upstream's env descriptions (and which of its tools
+        # it lists without a schema) may change alone.
         described = tuple(
             (b.name, tuple(_env_descriptions(b).items())) for b in self.services.backends_with(Feature.ENV_DESCRIPTIONS)
         )
-        return json_response(self.services.listing((FRONT, "tools", self.env_tool_cap, described), principal, build))
+        schemaless = tuple((name, tuple(sorted(flats))) for name, flats in unlisted.items())
+        key = (FRONT, "tools", self.env_tool_cap, described, schemaless)
+        return json_response(self.services.listing(key, principal, build))
+
+    def _schemas_unlisted(self) -> dict[str, frozenset[str]]:
+        """backend -> the flat names of the tools its node lists without a schema (`toolserver` backends)."""
+        found: dict[str, frozenset[str]] = {}
+        for name in self.services.backend_names(KIND):
+            flats = getattr(self.services.backend(name), "schema_unlisted", None)
+            if isinstance(flats, frozenset) and flats:
+                found[name] = flats
+        return found
 
     async def retrieving_tools(self, request: Request, caller: _Caller) -> Response:
         if request.method == "GET":
             wanted = shapes.retrieval_request(dict(request.query_params), where="query")
         else:
             wanted = shapes.retrieval_request(await self._body(request))
+        node = self._only_node(caller.principal)
+        if node is not None:
+            return await self._retrieve_at(node, request, wanted, caller)
         # Off the event loop; only tools this caller may call (a restricted key still gets top_k of its own).
         found = await self.services.search(wanted.question, wanted.top_k, caller.principal)
         return json_response(
             {"retrieved_tools": [s.flat_name for s in found], "tools_json": [codec.tool_json(s) for s in found]}
         )
+
+    def _only_node(self, principal: Principal | None) -> str | None:
+        """The backend of every tool listed to the caller, when it is one upstream node (a backend that relays
+        this protocol): the same-protocol case, where the node's own retrieval is the answer."""
+        backends = {spec.backend for spec in self.services.tools(principal)}
+        if len(backends) != 1:
+            return None
+        name = next(iter(backends))
+        return name if getattr(self.services.backend(name), "relays", None) == PROTOCOL else None
+
+    async def _retrieve_at(
+        self, backend: str, request: Request, wanted: shapes.RetrievalRequest, caller: _Caller
+    ) -> Response:
+        """The node's own `/retrieving_tools` answer, a LIST request of the caller's through the pipeline (to its
+        own node session), kept to the tools the caller may call here under the node's names (in the node's order,
+        its entries as it gave them); the node's error as it came."""
+        context = caller.context(client_credentials=client_credentials(request.headers))
+        params = {"question": wanted.question, "top_k": wanted.top_k}
+        call = Call(tool=RETRIEVAL, arguments=params, context=context, kind=RequestKind.LIST, backend=backend)
+        outcome = await self.services.call(call)
+        own = _own(outcome.upstream)
+        if outcome.error is not None:
+            if own is not None and isinstance(own.error, dict):
+                return _as_it_came(own.error)
+            return self._failure(outcome.error)
+        answer = own.result if own is not None else outcome.value
+        kept = [
+            name
+            for name in answer["retrieved_tools"]
+            if isinstance(name, str) and self._served_by(name, backend, caller.principal)
+        ]
+        shown = set(kept)
+        entries = [e for e in answer["tools_json"] if isinstance(e, dict) and e.get("name") in shown]
+        return json_response({**answer, "retrieved_tools": kept, "tools_json": entries})
+
+    def _served_by(self, name: str, backend: str, principal: Principal | None) -> bool:
+        """`name` is a tool of `backend` the caller may call here under that very name."""
+        spec = self.services.callable_tool(name, principal)
+        return spec is not None and spec.backend == backend and spec.flat_name == name
 
     async def _names(self, request: Request, keys: tuple[str, ...]) -> list[str]:
         if request.method == "GET":
@@ -443,8 +530,13 @@ class ToolServerFront:
     @staticmethod
     def _render(outcome: Outcome, name: str, arguments: dict[str, Any]) -> Response:
         failure = outcome.error
+        own = _own(outcome.upstream)
         if failure is None:
-            return json_response(codec.wrap_result(outcome.value))
+            # An upstream node's result body as it came (its own wrapping), else the value wrapped as a node does.
+            return json_response(own.result if own is not None else codec.wrap_result(outcome.value))
+        if own is not None and isinstance(own.error, dict):
+            # An upstream node's own error answer (its status, `detail`, Retry-After), its own 450 included.
+            return _as_it_came(own.error)
         if failure.kind == ErrorKind.PENDING and isinstance(failure.details.get("next_calling"), str):
             # An upstream node's own 450, its next_calling already in gateway names: the client's loop goes on.
             retry = codec.retry_detail(failure.details["next_calling"], failure.details.get("arguments") or {})

@@ -31,7 +31,7 @@ from gateway.catalog import Catalog
 from gateway.config import parse_config
 from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError, ErrorKind, GatewayError
-from gateway.model import Call, CallContext
+from gateway.model import Call, CallContext, RequestKind, UpstreamAnswer
 from gateway.routing import apply_routing
 from tests.support import BUILTIN_BACKENDS, free_port, gateway_process, python_server, server_process
 from tests.toolserver.test_xagent_client import ToolCallStatusCode, XAgentClient
@@ -121,6 +121,87 @@ async def test_wrong_path_is_upstream_unavailable(node: str) -> None:
         await backend.discover()
     assert info.value.failure.kind == ErrorKind.UPSTREAM_UNAVAILABLE
     await backend.close()
+
+
+# ---- the node's own answers, kept for a ToolServerNode front (a transparent hop) ----
+
+
+def own(outcome: Any) -> UpstreamAnswer:
+    assert outcome.upstream is not None and outcome.upstream.protocol == "toolserver", outcome
+    return outcome.upstream  # type: ignore[no-any-return]
+
+
+async def test_a_toolserver_front_is_a_transparent_hop(node: str) -> None:
+    _dispatch, backend = await connect(node)
+    try:
+        assert backend.relays == "toolserver"  # no argument validation of the gateway's on that hop; node order
+        # Listed in available_tools without a tools_json entry: that front leaves it out of its tools_json too.
+        assert backend.schema_unlisted == {"FileSystemEnv_read_from_file"}
+    finally:
+        await backend.close()
+
+
+async def test_results_keep_the_nodes_body(node: str) -> None:
+    dispatch, backend = await connect(node)
+    try:
+        pair = await dispatch.call(Call("EchoEnv_pair", {}))
+        assert pair.value == [{"left": 1}, "right"]  # the canonical value, for every other front
+        assert own(pair).result == {"type": "composite", "data": [{"type": "simple", "data": {"left": 1}}, "right"]}
+        added = await dispatch.call(Call("EchoEnv_add", {"a": 2, "b": 40}))
+        assert (added.value, own(added).result, own(added).error) == (42, 42, None)
+    finally:
+        await backend.close()
+
+
+async def test_errors_keep_the_nodes_status_and_detail(node: str) -> None:
+    dispatch, backend = await connect(node)
+    try:
+        failed = await dispatch.call(Call("EchoEnv_object_error", {}))
+        assert kind(failed) == ErrorKind.TOOL_FAILED and failed.error.message == '{"error":"quota","left":0}'
+        assert own(failed).error == {"status": 500, "body": {"detail": {"error": "quota", "left": 0}}}
+        limited = await dispatch.call(Call("EchoEnv_teapot", {}))
+        assert kind(limited) == ErrorKind.RATE_LIMITED and limited.error.retry_after_ms == 7000
+        assert own(limited).error == {"status": 429, "body": {"detail": "slow down"}, "headers": {"Retry-After": "7"}}
+        down = await dispatch.call(Call("EchoEnv_down", {}))
+        assert kind(down) == ErrorKind.UPSTREAM_UNAVAILABLE and own(down).error["status"] == 503
+        assert own(down).error["body"]["detail"].startswith("node is not running: ")
+        refused = await dispatch.call(Call("MathEnv_divide", {"a": 1, "b": 0}))
+        assert own(refused).error["status"] == 422 and own(refused).error["body"]["detail"][0]["loc"][-1] == "b"
+        gone = await dispatch.call(Call("EchoEnv_retired", {}))
+        assert own(gone).error == {"status": 404, "body": {"detail": "The tool EchoEnv_retired is not found!"}}
+        # A credential in the node's words is redacted, as in every error text a client reads.
+        leaked = await dispatch.call(Call("EchoEnv_fail", {"message": "password=hunter2-secret"}))
+        assert "hunter2" not in json.dumps(own(leaked).error) and "hunter2" not in leaked.error.message
+        assert own(leaked).error["body"] == {"detail": "RuntimeError: password=[redacted]"}
+    finally:
+        await backend.close()
+
+
+async def test_a_route_missing_upstream_is_the_gateways_to_answer(node: str) -> None:
+    dispatch, backend = await connect(node, retries=0)
+    try:
+        backend.path = "/nowhere"  # the node moved: FastAPI's own 404 `Not Found`, not the node's word on the call
+        moved = await dispatch.call(Call("EchoEnv_add", {"a": 1, "b": 1}))
+        assert kind(moved) == ErrorKind.UPSTREAM_UNAVAILABLE and moved.upstream is None
+    finally:
+        await backend.close()
+
+
+async def test_the_nodes_own_retrieval(node: str) -> None:
+    backend = backend_of(settings(node))
+    try:
+        await backend.discover()
+        question = {"question": "divide two numbers", "top_k": 2}
+        context = CallContext(front="toolserver", session_id="mine")
+        answered = await backend.operate(RequestKind.LIST, "/retrieving_tools", question, context)
+        direct = httpx.post(f"{node}/get_cookie", timeout=5).cookies["node_id"]
+        expected = httpx.post(f"{node}/retrieving_tools", json=question, cookies={"node_id": direct}, timeout=5).json()
+        assert answered.value == expected and answered.upstream == UpstreamAnswer("toolserver", result=expected)
+        with pytest.raises(GatewayError) as refused:
+            await backend.operate(RequestKind.LIST, "/get_available_tools", {}, context)
+        assert refused.value.failure.kind == ErrorKind.MALFORMED  # the one listing asked for a caller
+    finally:
+        await backend.close()
 
 
 # ---- sessions ----
@@ -232,6 +313,7 @@ async def test_toolserver_front_gets_the_450_in_gateway_names(node: str) -> None
         ctx = CallContext(front="toolserver", session_id="mine")
         pending = await dispatch.call(Call("ShellEnv_run", {"steps": 1}, ctx))
         assert kind(pending) == ErrorKind.PENDING and pending.error.details["next_calling"] == RELAY
+        assert pending.upstream is None  # a hidden node tool is in no catalog: the relay, never the node's 450
         arguments = pending.error.details["arguments"]
         other = await dispatch.call(Call(RELAY, arguments, CallContext(front="toolserver", session_id="theirs")))
         assert kind(other) == ErrorKind.NOT_FOUND  # a continuation belongs to its session
@@ -250,9 +332,31 @@ async def test_next_calling_of_a_listed_tool_gets_its_routed_name(node: str) -> 
         pending = await dispatch.call(Call("UpShellEnv_start", {"steps": 1}, ctx))
         assert kind(pending) == ErrorKind.PENDING
         assert pending.error.details["next_calling"] == "UpShellEnv_status"  # the node said ShellEnv_status
+        assert pending.upstream is None  # renamed: not the node's 450 as it came
         done = await dispatch.call(Call("UpShellEnv_status", pending.error.details["arguments"], ctx))
         assert done.value["output"] == "done after 1 reads", done.error
         assert backend.relay_name == "UpToolplex_continue_node"
+    finally:
+        await backend.close()
+
+
+async def test_the_nodes_own_450_when_the_gateway_has_next_calling_by_its_name(node: str) -> None:
+    dispatch, backend = await connect(node)
+    try:
+        ctx = CallContext(front="toolserver", session_id="mine")
+        pending = await dispatch.call(Call("ShellEnv_start", {"steps": 2}, ctx))
+        detail = own(pending).error["body"]["detail"]
+        assert own(pending).error["status"] == 450 and detail["next_calling"] == "ShellEnv_status"
+        assert pending.error.details == {"next_calling": "ShellEnv_status", "arguments": detail["arguments"]}
+        # The node's job is in the caller's own node session: another session's node does not know it.
+        theirs = await dispatch.call(
+            Call("ShellEnv_status", detail["arguments"], CallContext(front="toolserver", session_id="theirs"))
+        )
+        assert kind(theirs) == ErrorKind.TOOL_FAILED and "no job" in own(theirs).error["body"]["detail"]
+        again = await dispatch.call(Call("ShellEnv_status", detail["arguments"], ctx))
+        assert own(again).error["status"] == 450  # the second of the two reads
+        done = await dispatch.call(Call("ShellEnv_status", detail["arguments"], ctx))
+        assert done.value["output"] == "done after 2 reads", done.error
     finally:
         await backend.close()
 
