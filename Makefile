@@ -62,8 +62,13 @@ install-packages: $(VENV)/.installed $(TS)/node_modules/.installed
 	tests/mcp/install_conformance.sh
 	touch $@
 
+# A loopback OAuth 2.1 / OpenID authorization server for tests/oauth (npm oauth2-mock-server, exactly as locked, into .tools/oauth/).
+.tools/.oauth-installed: tests/oauth/install_auth_server.sh tests/oauth/auth_server/package.json tests/oauth/auth_server/package-lock.json
+	tests/oauth/install_auth_server.sh
+	touch $@
+
 install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed .venv-arcade/.installed $(VENV)/.redis-installed \
-	.tools/.conformance-installed
+	.tools/.conformance-installed .tools/.oauth-installed
 
 run: install
 	$(BIN)/toolplex serve --config $(CONFIG) --host $(HOST) --port $(PORT)
@@ -99,8 +104,9 @@ schema: $(VENV)/.installed
 # (a server written with the SDK's MCPServer decorators, directly) and `toolplex-decorated` (Toolplex fronting it:
 # each caller's era is spoken upstream), the tasks extension's scenarios counted too. Results (checks.json per scenario) land in
 # .tools/conformance/<target>/<version>/.
-# Then the client scenarios, with Toolplex's kind: mcp backend as the client (tests/mcp/conformance_client.py;
-# auth/* do not apply), into .tools/conformance/client/<version>/.
+# Then the client scenarios, with Toolplex's kind: mcp backend as the client (tests/mcp/conformance_client.py),
+# every auth/* scenario included (the backend as an OAuth client, `oauth:`; the auth/client-credentials-*
+# extension scenarios run too), into .tools/conformance/client/<version>/.
 CONFORMANCE_TARGETS ?= reference toolplex-reference toolplex-legacy-reference toolplex decorated toolplex-decorated
 conformance: install-test
 	$(BIN)/python -m tests.mcp.conformance $(addprefix --target ,$(CONFORMANCE_TARGETS)) --include-extensions \

@@ -25,6 +25,8 @@ from gateway.config import GatewayConfig
 from gateway.fronts import front_routes
 from gateway.guard import HostOriginGuard, default_hosts
 from gateway.http import json_response
+from gateway.oauth.challenge import OAuthChallenges, metadata_routes
+from gateway.oauth.resource import Published
 from gateway.observability import config_secrets, register_secrets
 from gateway.router import IndexedRouter
 from gateway.runtime import Gateway
@@ -61,20 +63,43 @@ def front_app_builder(bind_host: str | None) -> Any:
         async def internal_error(_request: Request, _exc: Exception) -> Response:
             return json_response({"detail": "Internal server error"}, status=500)
 
+        middleware = [guard]
+        oauth_routes = []
+        oauth = config.settings.auth.oauth
+        if oauth is not None:
+            published = Published.of(oauth, server.public_url)
+            middleware.append(
+                Middleware(
+                    OAuthChallenges,
+                    authenticator=lambda: gateway.snapshot.authenticator,
+                    published=published,
+                    mcp_paths=mcp_paths(config),
+                )
+            )
+            oauth_routes = metadata_routes(published)
         app = Starlette(
-            middleware=[guard],
+            middleware=middleware,
             exception_handlers={HTTPException: http_error, Exception: internal_error},
         )
         app.router = IndexedRouter(
             routes=[
                 Route("/healthz", healthz, methods=["GET"]),
                 Route("/readyz", readyz, methods=["GET"]),
+                *oauth_routes,
                 *front_routes(gateway.services, config),
             ]
         )
         return app
 
     return build
+
+
+def mcp_paths(config: GatewayConfig) -> tuple[str, ...]:
+    """The MCP endpoint's path when that front is on (its virtual servers are below it)."""
+    mcp = getattr(config.settings.fronts, "mcp", None)
+    if mcp is None or not getattr(mcp, "enabled", True):
+        return ()
+    return (mcp.path,)
 
 
 class GatewayApp:

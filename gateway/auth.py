@@ -1,17 +1,21 @@
-"""Who is calling: API keys and HS256 bearer JWTs, each an `AuthMethod` plug-in."""
+"""Who is calling: API keys, OAuth bearer tokens (`gateway.oauth.resource`) and HS256 bearer JWTs, each an
+`AuthMethod` plug-in."""
 
 from __future__ import annotations
 
 import hmac
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import jwt
 
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import Principal
 from gateway.observability import register_secrets
+
+if TYPE_CHECKING:
+    from gateway.oauth.resource import OAuthTokens
 
 
 class AuthMethod(Protocol):
@@ -217,12 +221,23 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
 
 
 class Authenticator:
-    def __init__(self, methods: list[AuthMethod]) -> None:
+    def __init__(self, methods: list[AuthMethod], oauth: OAuthTokens | None = None) -> None:
         self.methods = methods
+        self.oauth = oauth  # also among `methods`; kept apart for its `prepare` and its published metadata
 
     @property
     def enabled(self) -> bool:
         return bool(self.methods)
+
+    async def prepare(self, headers: Mapping[str, str]) -> None:
+        """The I/O the request's token may need before `authenticate` decides (OAuth keys, introspection).
+        Never raises; a token an API key matches needs none."""
+        if self.oauth is None:
+            return
+        token = bearer_token(headers)
+        if not token or any(isinstance(m, ApiKeys) and m.authenticate(token) is not None for m in self.methods):
+            return
+        await self.oauth.prepare(token)
 
     def authenticate(self, headers: Mapping[str, str]) -> Principal | None:
         """None when authentication is off; raises an UNAUTHENTICATED error when it fails."""
@@ -232,7 +247,8 @@ class Authenticator:
         if not token:
             raise GatewayError.of(
                 ErrorKind.UNAUTHENTICATED,
-                "Missing credentials: send the Authorization header (an API key or a JWT, scheme Bearer) or X-API-Key",
+                "Missing credentials: send the Authorization header (an API key or a token, scheme Bearer) "
+                "or X-API-Key",
             )
         for method in self.methods:
             principal = method.authenticate(token)
@@ -241,14 +257,24 @@ class Authenticator:
         raise GatewayError.of(ErrorKind.UNAUTHENTICATED, "Invalid credentials")
 
 
-def build_authenticator(auth: Any, env: Mapping[str, str] | None = None) -> Authenticator:
-    """API keys first, then JWT: a token that is not a JWT falls through to "Invalid credentials".
+def build_authenticator(
+    auth: Any, env: Mapping[str, str] | None = None, *, public_url: str | None = None
+) -> Authenticator:
+    """API keys first, then OAuth tokens of trusted issuers, then HS256 JWTs: a token none knows is
+    "Invalid credentials".
 
-    `auth` is the typed `auth` section (api_keys, jwt).
+    `auth` is the typed `auth` section (api_keys, jwt, oauth); `public_url` (`server.public_url`) is the
+    OAuth resource when `auth.oauth.resource` is not set.
     """
+    from gateway.oauth.resource import OAuthTokens, Published  # they build on this module's JWT helpers
+
     methods: list[AuthMethod] = []
+    oauth = None
     if auth.api_keys:
         methods.append(ApiKeys(auth.api_keys))
+    if auth.oauth is not None:
+        oauth = OAuthTokens(auth.oauth, Published.of(auth.oauth, public_url))
+        methods.append(oauth)
     if auth.jwt is not None and auth.jwt.secret_env:
         methods.append(JwtAuth.from_settings(auth.jwt, os.environ if env is None else env))
-    return Authenticator(methods)
+    return Authenticator(methods, oauth)

@@ -20,6 +20,7 @@ from gateway.upstream import UPSTREAMS
 
 if TYPE_CHECKING:
     from gateway.settings import BackendSettings
+    from gateway.state import StateStore
     from gateway.workspaces import Workspaces
 
 
@@ -55,6 +56,8 @@ class BackendContext:
     rediscover: Callable[[str], None] | None = field(default=None, compare=False)
     # One principal's share of every per-caller bound a backend keeps (upstream sessions, held calls).
     shares: Shares = field(default_factory=Shares, compare=False)
+    # The gateway's state store: what replicas share (an upstream's OAuth tokens, `gateway.oauth.client`).
+    store: StateStore | None = field(default=None, compare=False)
 
 
 @runtime_checkable

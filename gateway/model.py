@@ -92,9 +92,18 @@ class Principal:
 
     name: str
     tools: tuple[str, ...] | None = None  # None: every tool; (): none (a JWT whose claim values match no grant)
+    # An OAuth caller's grant table (claim value -> globs) its `tools` came from: which scopes would let it call
+    # a tool it may not (the 403 `insufficient_scope` challenge names them). None: no scope would change that.
+    grants: tuple[tuple[str, tuple[str, ...]], ...] | None = None
 
     def may_call(self, spec: ToolSpec) -> bool:
         return self.tools is None or any(fnmatchcase(spec.flat_name, pattern) for pattern in self.tools)
+
+    def scopes_for(self, spec: ToolSpec) -> tuple[str, ...]:
+        """The claim values (scopes) whose grant covers `spec`: what a token would need to call it."""
+        if not self.grants:
+            return ()
+        return tuple(value for value, globs in self.grants if any(fnmatchcase(spec.flat_name, g) for g in globs))
 
 
 # With authentication off every caller is this one principal (sessions, runs and call ids are scoped by name).

@@ -55,6 +55,7 @@ from gateway.model import (
     permitted,
     principal_name,
 )
+from gateway.oauth.scopes import note_allowed, note_insufficient_scope
 from gateway.validation import ValidatorCache
 
 log = structlog.get_logger("toolplex.call")
@@ -208,8 +209,17 @@ def deadline_for(parts: Parts, policy: CallPolicy, call: Call, spec: ToolSpec | 
 
 def authorize(spec: ToolSpec, ctx: CallContext) -> None:
     principal = ctx.principal
-    if principal is not None and not permitted(principal, spec):
-        raise GatewayError.of(ErrorKind.FORBIDDEN, f"Caller {principal.name!r} may not call tool {spec.flat_name}")
+    if principal is None:
+        return
+    if permitted(principal, spec):
+        note_allowed()
+        return
+    scopes = principal.scopes_for(spec)
+    note_insufficient_scope(scopes)  # an OAuth caller is told which scopes would allow it (403 challenge)
+    details = {"scopes_needed": list(scopes)} if scopes else {}
+    raise GatewayError.of(
+        ErrorKind.FORBIDDEN, f"Caller {principal.name!r} may not call tool {spec.flat_name}", details=details
+    )
 
 
 def target(parts: Parts, call: Call) -> None:

@@ -122,12 +122,14 @@ def backend_context(
     workspaces: Workspaces | None = None,
     rediscover: Callable[[str], None] | None = None,
     shares: Shares | None = None,
+    store: StateStore | None = None,
 ) -> BackendContext:
     return BackendContext(
         max_response_bytes=config.settings.limits.max_upstream_response_bytes,
         workspaces=workspaces,
         rediscover=rediscover,
         shares=shares if shares is not None else Shares(share_of(config)),
+        store=store,
     )
 
 
@@ -325,7 +327,7 @@ class Gateway:
         generation = Generation(
             config=config,
             backends=MappingProxyType(dict(backends)),
-            authenticator=build_authenticator(settings.auth),
+            authenticator=build_authenticator(settings.auth, public_url=settings.server.public_url),
             middleware=build_middleware(settings.middleware, call_log=settings.logging.calls),
             cache=ResultCache.from_backends(settings.backends, self.shares),
             policy=CallPolicy(
@@ -395,7 +397,7 @@ class Gateway:
     async def start(self) -> None:
         """Start and discover every backend; a configuration error stops the start, an unreachable upstream not."""
         config = self.snapshot.config
-        context = backend_context(config, self.workspaces, self.rediscover, self.shares)
+        context = backend_context(config, self.workspaces, self.rediscover, self.shares, self.store)
         backends = {s.name: create_backend(s, context) for s in config.settings.backends}
         generation = replace(self.snapshot.generation, backends=MappingProxyType(backends))
         self._swap(self._snapshot(generation, Catalog([])))
@@ -439,7 +441,7 @@ class Gateway:
     async def _reload(self, config: GatewayConfig) -> dict[str, Any]:
         old = self.snapshot
         old_settings = {s.name: s for s in old.config.settings.backends}
-        context = backend_context(config, self.workspaces, self.rediscover, self.shares)
+        context = backend_context(config, self.workspaces, self.rediscover, self.shares, self.store)
         same_context = context == backend_context(old.config, self.workspaces, shares=self.shares)
         kept: dict[str, Backend] = {}
         fresh: dict[str, Backend] = {}

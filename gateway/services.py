@@ -23,6 +23,7 @@ from gateway.errors import Failure, GatewayError
 from gateway.forwarding import Forwarder
 from gateway.homes import Homes
 from gateway.model import Call, Outcome, Principal, ToolSpec, permitted
+from gateway.oauth.scopes import note_insufficient_scope
 from gateway.ownership import Shares
 from gateway.replicas import Replicas
 from gateway.retrieval import retrieve
@@ -182,7 +183,11 @@ class FrontServices:
             spec = self.resolve(tool, version)
         except GatewayError:
             return None
-        return spec if permitted(principal, spec) else None
+        if permitted(principal, spec):
+            return spec
+        if principal is not None:  # unseen by this caller: its token may lack the scope (a 403 challenge)
+            note_insufficient_scope(principal.scopes_for(spec))
+        return None
 
     async def search(self, question: str, top_k: int, principal: Principal | None) -> list[ToolSpec]:
         """Up to `top_k` tools for a question, among those the caller may call (offline retrieval)."""

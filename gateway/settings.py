@@ -9,9 +9,11 @@ assembly live in `gateway.config.models`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gateway.oauth.client import UpstreamOAuthSettings
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]+$"
 PART_PATTERN = r"^[A-Za-z0-9_]+$"
@@ -145,6 +147,34 @@ class UpstreamBackendSettings(BackendSettings):
     forward_authorization: bool = Field(
         default=False, description="Forward the client's own Authorization header instead of the backend's credentials"
     )
+    oauth: UpstreamOAuthSettings | None = Field(
+        default=None,
+        description=(
+            "Bearer tokens from an OAuth 2.1 authorization server (client credentials, token exchange per caller), "
+            "discovered from the upstream; instead of api_key"
+        ),
+    )
+
+    # Whether the kind's calls can carry a per-caller token (`oauth.on_behalf_of: token_exchange`) and leave the
+    # backend's own token off a forwarded call: kinds that hand each call's credentials to `gateway.upstream`.
+    OAUTH_PER_CALL: ClassVar[bool] = False
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> UpstreamBackendSettings:
+        oauth = self.oauth
+        if oauth is None:
+            return self
+        own = [key for key in ("api_key", "jwt") if getattr(self, key, None)]
+        if own:
+            raise ValueError(f"give {' or '.join(own)} or oauth, not both: both would be the backend's own credential")
+        if oauth.on_behalf_of != "none" and self.forward_authorization:
+            raise ValueError(
+                "oauth.on_behalf_of and forward_authorization both decide what a caller's request carries: give one"
+            )
+        if not self.OAUTH_PER_CALL and (oauth.on_behalf_of != "none" or self.forward_authorization):
+            what = "oauth.on_behalf_of" if oauth.on_behalf_of != "none" else "forward_authorization with oauth"
+            raise ValueError(f"{what} is not supported by kind {self.kind} (kinds mcp and http support it)")
+        return self
 
     def call_timeout_cap(self) -> float | None:
         return self.timeout_s

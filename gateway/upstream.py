@@ -43,12 +43,14 @@ from gateway.breaker import STATE_VALUES, CircuitBreaker, Permit
 from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import CallContext
+from gateway.oauth.client import Caller, StateStoreLike, UpstreamAuth, UpstreamOAuth, caller_of
 from gateway.settings import BreakerSettings, UpstreamBackendSettings, UpstreamTimeouts
 
 __all__ = [
     "UPSTREAMS",
     "CircuitBreaker",
     "CookielessClient",
+    "Credentials",
     "NoCookies",
     "Upstream",
     "UpstreamSettings",
@@ -207,8 +209,14 @@ class Upstream:
     """One backend's connection pool, breaker, answer bound and retry policy."""
 
     def __init__(
-        self, name: str, settings: UpstreamSettings, *, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        name: str,
+        settings: UpstreamSettings,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        auth: httpx.Auth | None = None,
     ) -> None:
+        """`auth`: what requests that name no `auth=` of their own carry (`Credentials.auth(None)`: OAuth tokens)."""
         self.name = name
         self.settings = settings
         self.breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
@@ -224,6 +232,7 @@ class Upstream:
                 settings.total_timeout_s, connect=settings.connect_timeout_s, read=settings.read_timeout_s
             ),
             headers=settings.headers,
+            auth=auth,
             follow_redirects=False,
             transport=transport,
             event_hooks=tracing.upstream_hooks(),  # traceparent on calls' requests; none with tracing off
@@ -661,7 +670,10 @@ def failure_for_status(
         return Failure(
             kind=ErrorKind.UPSTREAM_UNAVAILABLE,
             message=f"Upstream {upstream!r} answered HTTP 401 to the gateway's own credentials: {text}",
-            **{"developer_message": "Check the backend's configured credentials (api_key, headers, jwt)", **fields},
+            **{
+                "developer_message": "Check the backend's configured credentials (api_key, oauth, headers, jwt)",
+                **fields,
+            },
         )
     kind = STATUS_KINDS.get(status)
     if kind is None:
@@ -693,19 +705,32 @@ def plain_message(response: httpx.Response) -> str:
 
 @dataclass(frozen=True)
 class Credentials:
-    """What a backend sends upstream: its own bearer key, or the client's own credential headers
-    (`forward_authorization`). The one place that decides it, for every backend and every caller."""
+    """What a backend sends upstream: its own bearer key, OAuth tokens (its own, or one exchanged for each
+    caller), or the client's own credential headers (`forward_authorization`). The one place that decides it,
+    for every backend and every caller: headers (`own`, `for_call`) and the OAuth hook of each request (`auth`)."""
 
     api_key: str | None = None
     forward_authorization: bool = False
+    oauth: UpstreamOAuth | None = None
 
     @classmethod
-    def of(cls, api_key: str | None, settings: UpstreamBackendSettings) -> Credentials:
-        """A backend's credentials: its `api_key` (empty: none) and its `forward_authorization`."""
-        return cls(api_key or None, settings.forward_authorization)
+    def of(
+        cls, api_key: str | None, settings: UpstreamBackendSettings, store: StateStoreLike | None = None
+    ) -> Credentials:
+        """A backend's credentials: its `api_key` (empty: none), its `oauth` (tokens shared through `store`)
+        and its `forward_authorization`."""
+        oauth = None
+        if settings.oauth is not None and settings.url:
+            oauth = UpstreamOAuth(settings.name, settings.oauth, settings.url, store=store)
+        return cls(api_key or None, settings.forward_authorization, oauth)
+
+    @property
+    def on_behalf(self) -> bool:
+        """Each authenticated caller's requests carry a token exchanged for it (`oauth.on_behalf_of`)."""
+        return self.oauth is not None and self.oauth.settings.on_behalf_of == "token_exchange"
 
     def own(self) -> dict[str, str]:
-        """Headers of requests made for the gateway itself (discovery)."""
+        """Headers of requests made for the gateway itself (discovery); OAuth tokens ride on `auth` instead."""
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def for_call(self, context: CallContext | None) -> dict[str, str]:
@@ -716,3 +741,33 @@ class Credentials:
         if self.forward_authorization and context is not None:
             return dict(context.client_credentials)
         return self.own()
+
+    def caller(self, context: CallContext | None) -> Caller | None:
+        """Whom a request's token is exchanged for: None for the backend's own requests (no caller, or no
+        `on_behalf_of`); an authenticated caller's principal and bearer token; an unauthenticated caller
+        of a backend that acts on behalf of its callers is refused (never served with the backend's token)."""
+        if context is None or not self.on_behalf:
+            return None
+        found = caller_of(context.principal.name if context.principal else None, context.client_credentials)
+        if found is None:
+            raise GatewayError.of(
+                ErrorKind.UNAUTHENTICATED,
+                f"Upstream {self.oauth.backend if self.oauth else ''!r} acts on behalf of its callers "
+                "(oauth.on_behalf_of: token_exchange): the call needs an authenticated caller with a bearer token",
+            )
+        return found
+
+    def auth(self, context: CallContext | None) -> httpx.Auth | None:
+        """The httpx hook of a request for `context` (None: the gateway's own); None without `oauth`.
+
+        A forwarded call carries the caller's own headers and no token of the backend's (a no-op hook, which
+        also keeps the client's default off it)."""
+        if self.oauth is None:
+            return None
+        if context is not None and self.forward_authorization:
+            return httpx.Auth()
+        return UpstreamAuth(self.oauth, self.caller(context))
+
+    async def close(self) -> None:
+        if self.oauth is not None:
+            await self.oauth.close()

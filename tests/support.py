@@ -110,13 +110,15 @@ def served_gateway(
     env: dict[str, str] | None = None,
     log_path: Path | None = None,
     extra_args: list[str] | None = None,
+    port: int | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`toolplex serve` as a real subprocess on a free port; yields its base URL and the process.
+    """`toolplex serve` as a real subprocess on a free port (or `port`, when the configuration must name its own
+    URL); yields its base URL and the process.
 
     Its log (stderr) goes to `log_path`, or to a temporary file: never to a pipe nobody reads,
     which would block the server once the pipe is full.
     """
-    port = free_port()
+    port = port or free_port()
     cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config_path), "--port", str(port)]
     log = open(log_path, "wb") if log_path else tempfile.TemporaryFile()  # noqa: SIM115
     process = subprocess.Popen(

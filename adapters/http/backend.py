@@ -101,9 +101,14 @@ class HttpBackend(BaseBackend):
     def __init__(self, settings: HttpBackendSettings, context: BackendContext) -> None:
         self.settings = settings
         self.name = settings.name
-        self.upstream = Upstream(self.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
+        # No key of its own: OAuth tokens (`oauth:`), or only the client's own credentials, when forwarded.
+        self.credentials = Credentials.of(None, settings, context.store)
+        self.upstream = Upstream(
+            self.name,
+            UpstreamSettings.from_config(settings, context.max_response_bytes),
+            auth=self.credentials.auth(None),
+        )
         self.forward_authorization = settings.forward_authorization
-        self.credentials = Credentials.of(None, settings)  # nothing of its own: only the client's, when forwarded
 
     async def discover(self) -> list[ToolSpec]:
         toolkit = self.settings.toolkit or "Http"
@@ -145,12 +150,14 @@ class HttpBackend(BaseBackend):
         path, params, body = endpoint.split(arguments)
         forwarded = self.forward_authorization  # an upstream 401 is then the client's to fix
         headers = self.credentials.for_call(context)
+        auth = self.credentials.auth(context)  # an OAuth token: the backend's own, or exchanged for the caller
         response = await self.upstream.request(
             endpoint.method,
             path,
             params=params,
             json=body,
             headers=headers,
+            **({"auth": auth} if auth is not None else {}),
             deadline=context.deadline,
             expect_json=False,  # a REST endpoint may answer text
         )
@@ -183,6 +190,7 @@ class HttpBackend(BaseBackend):
 
     async def close(self) -> None:
         await self.upstream.close()
+        await self.credentials.close()
 
 
 def _error_text(response: httpx.Response) -> str:

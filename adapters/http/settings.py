@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -31,3 +31,5 @@ class HttpBackendSettings(UpstreamBackendSettings):
 
     kind: Literal["http"]
     tools: list[HttpTool] = Field(min_length=1)
+
+    OAUTH_PER_CALL: ClassVar[bool] = True  # each call names its own credentials (`Credentials.auth`)

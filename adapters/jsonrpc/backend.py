@@ -49,8 +49,10 @@ class JsonRpcBackend(BaseBackend):
         self.name = name = settings.name
         self.settings = settings
         self.path = settings.path
-        self.credentials = Credentials.of(settings.api_key, settings)
-        self.upstream = Upstream(name, UpstreamSettings.from_config(settings, context.max_response_bytes))
+        self.credentials = Credentials.of(settings.api_key, settings, context.store)
+        self.upstream = Upstream(
+            name, UpstreamSettings.from_config(settings, context.max_response_bytes), auth=self.credentials.auth(None)
+        )
         # Toolkit of tools whose title is not `Toolkit.Name` (servers other than a Toolplex).
         self.default_toolkit = "".join(w[:1].upper() + w[1:] for w in name.replace("-", "_").split("_")) or "Rpc"
 
@@ -153,3 +155,4 @@ class JsonRpcBackend(BaseBackend):
 
     async def close(self) -> None:
         await self.upstream.close()
+        await self.credentials.close()

@@ -48,9 +48,13 @@ class OpenToolBackend(BaseBackend):
     def __init__(self, settings: OpenToolBackendSettings, context: BackendContext) -> None:
         self.name = settings.name
         self.settings = settings
-        self.upstream = Upstream(self.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
+        self.credentials = Credentials.of(settings.api_key, settings, context.store)
+        self.upstream = Upstream(
+            self.name,
+            UpstreamSettings.from_config(settings, context.max_response_bytes),
+            auth=self.credentials.auth(None),
+        )
         self.base_path = settings.path.rstrip("/")
-        self.credentials = Credentials.of(settings.api_key, settings)
         self.description_file = settings.description_file
         self.streams: bool | None = None  # False once /streamCall answered 404/405: not asked again
 
@@ -218,6 +222,7 @@ class OpenToolBackend(BaseBackend):
 
     async def close(self) -> None:
         await self.upstream.close()
+        await self.credentials.close()
 
 
 def _bound(spec: ToolSpec, function: Function) -> ToolSpec:

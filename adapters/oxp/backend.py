@@ -43,9 +43,13 @@ class OxpBackend(BaseBackend):
         self.settings = settings
         self.path = settings.path.rstrip("/")
         self.shape = codec.Shape(settings.shape)
-        self.credentials = Credentials.of(settings.api_key, settings)
+        self.credentials = Credentials.of(settings.api_key, settings, context.store)
         self.jwt = settings.jwt
-        self.upstream = Upstream(self.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
+        self.upstream = Upstream(
+            self.name,
+            UpstreamSettings.from_config(settings, context.max_response_bytes),
+            auth=self.credentials.auth(None),
+        )
 
     # ---- headers ----
 
@@ -194,6 +198,7 @@ class OxpBackend(BaseBackend):
 
     async def close(self) -> None:
         await self.upstream.close()
+        await self.credentials.close()
 
 
 def _said(response: httpx.Response) -> Any:

@@ -190,12 +190,16 @@ class ToolServerBackend(BaseBackend):
         self.settings: ToolServerBackendSettings = settings
         # The pooled client keeps no cookies (gateway.upstream.CookielessClient): each request carries its own
         # session's cookie.
-        self.upstream = Upstream(settings.name, UpstreamSettings.from_config(settings, context.max_response_bytes))
+        self.credentials = Credentials.of(settings.api_key, settings, context.store)
+        self.upstream = Upstream(
+            settings.name,
+            UpstreamSettings.from_config(settings, context.max_response_bytes),
+            auth=self.credentials.auth(None),
+        )
         self.path = settings.path.rstrip("/")
         self.per_session = settings.sessions == "per_session"
         self.sessionless = settings.sessions == "none"  # a bare node: no cookies at all (also set when detected)
         self.env_descriptions: dict[str, str] = {}  # the upstream's env descriptions, for the front's listings
-        self.credentials = Credentials.of(settings.api_key, settings)
         self.sessions = NodeSessions(settings.max_sessions, settings.session_idle_s, context.shares)
         self.continuations = Continuations(settings.max_sessions * 10, settings.session_idle_s, context.shares)
         self.follow_max_calls = settings.follow_max_calls
@@ -698,3 +702,4 @@ class ToolServerBackend(BaseBackend):
             for task in pending:
                 task.cancel()
         await self.upstream.close()
+        await self.credentials.close()

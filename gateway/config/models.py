@@ -218,11 +218,97 @@ class JwtAuthSettings(Section):
     )
 
 
+OAuthAlgorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"]
+
+
+class OAuthIssuerSettings(Section):
+    """One trusted authorization server: its tokens are verified by its published keys, or introspected"""
+
+    issuer: NonEmpty = Field(description="The issuer identifier: tokens must carry exactly this iss")
+    name: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="Short name in principal names (oauth:<name>:<sub>); default: the issuer URL",
+    )
+    discovery_url: str | None = Field(
+        default=None,
+        description=(
+            "Where its metadata is (OpenID discovery or RFC 8414); default: <issuer>/.well-known/openid-configuration, "
+            "then the RFC 8414 form. Its issuer must equal `issuer`"
+        ),
+    )
+    jwks_url: str | None = Field(default=None, description="Its signing keys (JWKS); default: the metadata's jwks_uri")
+    algorithms: list[OAuthAlgorithm] = Field(
+        default=["RS256", "ES256", "EdDSA"],
+        min_length=1,
+        description="Signature algorithms accepted from this issuer (never HS256 or none)",
+    )
+    introspection_url: str | None = Field(
+        default=None,
+        description=(
+            "RFC 7662 introspection, for opaque (non-JWT) tokens; default: the metadata's introspection_endpoint "
+            "when client_id is set"
+        ),
+    )
+    client_id: str | None = Field(default=None, description="The gateway's client id at this issuer (introspection)")
+    client_secret: str | None = Field(
+        default=None, description="Its secret (write ${ENV_VAR}); sent with HTTP basic authentication"
+    )
+
+
+class OAuthResourceSettings(Section):
+    """Toolplex as an OAuth 2.1 protected resource (RFC 9728): bearer tokens of trusted issuers, audience-bound"""
+
+    resource: str | None = Field(
+        default=None,
+        description=(
+            "The gateway's canonical URL (RFC 8707): tokens must name it in aud; default: server.public_url. "
+            "Published in /.well-known/oauth-protected-resource"
+        ),
+    )
+    audiences: list[NonEmpty] = Field(
+        default=[], description="Other aud values accepted as this gateway (a migration's old URL)"
+    )
+    issuers: list[OAuthIssuerSettings] = Field(min_length=1, description="The trusted authorization servers")
+    principal_claim: NonEmpty = Field(
+        default="sub", description="The claim naming the caller: its principal is oauth:<issuer name>:<value>"
+    )
+    claim: NonEmpty = Field(
+        default="scope", description="The claim grants are looked up by (space-separated string or list of strings)"
+    )
+    grants: dict[NonEmpty, list[NonEmpty]] | None = Field(
+        default=None,
+        description=(
+            "Claim value (scope) -> globs on flat tool names it allows; the union over the token's values. "
+            "Absent: every token may call every tool"
+        ),
+    )
+    scopes_supported: list[NonEmpty] | None = Field(
+        default=None, description="Scopes published in the metadata and in 401 challenges; default: the grants' keys"
+    )
+    leeway_s: float = Field(default=30, ge=0, le=300, description="Clock skew tolerated on exp and nbf, in seconds")
+    keys_max_age_s: float = Field(default=3600, gt=0, description="Signing keys are fetched again when older than this")
+    keys_refresh_min_s: float = Field(
+        default=10,
+        ge=0,
+        description="Least seconds between two key fetches of one issuer for a token with an unknown kid",
+    )
+    introspection_cache_s: float = Field(
+        default=300, ge=0, description="Longest an introspection answer is kept (never past the token's exp)"
+    )
+    max_cached_tokens: int = Field(
+        default=10_000, ge=1, description="Introspection answers kept at once; the least recently used go first"
+    )
+    timeout_s: float = Field(default=5, gt=0, le=60, description="Timeout of each request to an authorization server")
+
+
 class AuthSettings(Section):
-    """Who may call: API keys, JWTs, or neither (then every caller is anonymous and may call every tool)."""
+    """Who may call: API keys, JWTs, OAuth bearer tokens, or none (then every caller is anonymous and may call
+    every tool)."""
 
     api_keys: list[ApiKeySettings] = Field(default=[])
     jwt: JwtAuthSettings | None = None
+    oauth: OAuthResourceSettings | None = None
 
 
 class ProviderSettings(Section):

@@ -15,6 +15,13 @@ to call, as an agent behind the gateway would.
 No MCP client is behind the gateway here, so an upstream's question (elicitation, sampling, roots) meets
 the backend's behaviour with no caller attached: that is what those scenarios grade.
 
+The `auth/*` scenarios grade the backend as an OAuth client (`oauth:`, `gateway.oauth.client`): the settings
+are only what an operator would write from what the scenario gives (`oauth_settings`): the client
+credentials scenarios' client id and secret or private key (in the context), a pre-registered client's id
+and secret, else nothing but `grant: authorization_code` (the suite's authorization server approves without
+a login page, so the backend registers itself and reads the redirect). Everything else, from where the
+authorization server is to which scope to ask for, the backend discovers from the server's 401.
+
 Each step is printed as one JSON line on stdout (the suite keeps it in stdout.txt). Exit status 0 when
 the scenario's script ran to its end, whatever the tools answered (their outcomes are the scenario's to
 judge); 1 when the backend could not be built or discovery failed; 2 for a usage error.
@@ -112,6 +119,11 @@ async def tools_call(session: Session, context: dict[str, Any]) -> None:
     await session.call("add_numbers", {"a": 5, "b": 3})
 
 
+async def auth_tool_call(session: Session, context: dict[str, Any]) -> None:
+    """`auth/*`: the scenario's server has one tool; calling it is an authorized request after discovery."""
+    await session.call("test-tool", {})
+
+
 async def elicitation_defaults(session: Session, context: dict[str, Any]) -> None:
     await session.call("test_client_elicitation_defaults", {})
 
@@ -171,9 +183,36 @@ SCRIPTS: Final[dict[str, Script]] = {
 }
 
 
-def build_backend(url: str, era: str) -> Backend:
+def oauth_settings(scenario: str, context: dict[str, Any]) -> dict[str, Any] | None:
+    """The `oauth:` an operator would configure for an `auth/*` scenario, from what the scenario gives."""
+    if not scenario.startswith("auth/"):
+        return None
+    if "private_key_pem" in context:  # auth/client-credentials-jwt (SEP-1046)
+        return {
+            "client_id": context["client_id"],
+            "auth_method": "private_key_jwt",
+            "private_key": context["private_key_pem"],
+            "signing_alg": context.get("signing_algorithm", "ES256"),
+        }
+    if scenario.startswith("auth/client-credentials-"):
+        return {"client_id": context["client_id"], "client_secret": context["client_secret"]}
+    if "client_id" in context:  # a pre-registered client of the authorization code grant
+        return {
+            "grant": "authorization_code",
+            "client_id": context["client_id"],
+            "client_secret": context.get("client_secret"),
+            "auth_method": "client_secret_basic" if context.get("client_secret") else "none",
+        }
+    return {"grant": "authorization_code"}
+
+
+def build_backend(url: str, era: str, scenario: str = "", context: dict[str, Any] | None = None) -> Backend:
     """The backend as the gateway builds it: validated settings, the plugin registry's factory, a context."""
-    settings = McpBackendSettings.model_validate({"name": BACKEND_NAME, "kind": "mcp", "url": url, "era": era})
+    config: dict[str, Any] = {"name": BACKEND_NAME, "kind": "mcp", "url": url, "era": era}
+    oauth = oauth_settings(scenario, context or {})
+    if oauth is not None:
+        config["oauth"] = oauth
+    settings = McpBackendSettings.model_validate(config)
     context = BackendContext(
         max_response_bytes=LimitsSettings().max_upstream_response_bytes,
         rediscover=lambda name: emit("rediscover_requested", backend=name),
@@ -182,8 +221,8 @@ def build_backend(url: str, era: str) -> Backend:
 
 
 async def run(url: str, scenario: str, context: dict[str, Any], era: str) -> int:
-    script = SCRIPTS.get(scenario, discover_only)
-    backend = build_backend(url, era)
+    script = SCRIPTS.get(scenario, auth_tool_call if scenario.startswith("auth/") else discover_only)
+    backend = build_backend(url, era, scenario, context)
     try:
         await backend.start()
         try:
@@ -221,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         spec_version=os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION"),
         url=url,
         era=era,
-        known=scenario in SCRIPTS,
+        known=scenario in SCRIPTS or scenario.startswith("auth/"),
     )
     return asyncio.run(run(url, scenario, context, era))
 

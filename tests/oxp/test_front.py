@@ -273,7 +273,7 @@ class TestRequirements:
         assert "tok-123" not in r.text
 
 
-MISSING = "Missing credentials: send the Authorization header (an API key or a JWT, scheme Bearer) or X-API-Key"
+MISSING = "Missing credentials: send the Authorization header (an API key or a token, scheme Bearer) or X-API-Key"
 
 
 class TestApiKeys:

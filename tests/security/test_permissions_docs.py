@@ -17,7 +17,12 @@ from tests.support import BUILTIN_BACKENDS
 
 PAGE = DOCS / "security.md"
 SECRET = "docs-example-secret-0123456789-abcdefgh"
-ENV = {"TOOLPLEX_JWT_SECRET": SECRET, "CI_KEY": "ci-key-from-the-docs"}
+ENV = {
+    "TOOLPLEX_JWT_SECRET": SECRET,
+    "CI_KEY": "ci-key-from-the-docs",
+    "TOOLPLEX_INTROSPECTION_SECRET": "introspection-secret",
+    "NOTES_CLIENT_SECRET": "notes-secret",
+}
 
 
 def yaml_blocks() -> list[str]:
@@ -26,7 +31,7 @@ def yaml_blocks() -> list[str]:
 
 def test_the_pages_examples_are_valid_configurations() -> None:
     blocks = yaml_blocks()
-    assert len(blocks) == 2
+    assert len(blocks) == 4  # grants, OAuth resource, OAuth client, rates
     for block in blocks:
         parse_config(block + BUILTIN_BACKENDS, "security.md", env=ENV)
 
@@ -49,7 +54,7 @@ def test_the_grants_example_grants_what_the_claim_table_says() -> None:
 
 
 def test_the_rate_example_makes_the_buckets_it_describes() -> None:
-    block = yaml_blocks()[1]
+    block = yaml_blocks()[-1]
     limits = parse_config(block + BUILTIN_BACKENDS, "security.md").settings.limits
     limiter = RateLimiter.from_settings(limits, MemoryStore())
     assert limiter is not None

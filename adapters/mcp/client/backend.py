@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from adapters.mcp import codec, relay, tasks
 from adapters.mcp.client import held
 from adapters.mcp.client.failures import SDK_STATUS_MESSAGES, SendAgain, answered, error_of, refused
-from adapters.mcp.client.http import EXCHANGE, Exchange, http_client
+from adapters.mcp.client.http import EXCHANGE, Exchange, McpAuth, http_client
 from adapters.mcp.client.link import MAX_BACKOFF_S, MODES, SETTLE_S, WINDOW_S, Link, calling, held_call
 from adapters.mcp.client.passthrough import OPERATIONS, PassThrough
 from adapters.mcp.client.settings import McpBackendSettings
@@ -82,7 +82,7 @@ class McpBackend(PassThrough, BaseBackend):
         self.settings = settings
         self.toolkit = codec.default_toolkit(settings.name)
         self.max_body = context.max_response_bytes
-        self.credentials = Credentials.of(settings.api_key, settings)
+        self.credentials = Credentials.of(settings.api_key, settings, context.store)
         self.breaker = CircuitBreaker(settings.circuit_breaker.failures, settings.circuit_breaker.cooldown_s)
         self.tools_changed = asyncio.Event()  # set by every list_changed the server sends
         self.tools_said = 0  # how many times the server said its tools changed (the MCP front passes it on)
@@ -142,6 +142,7 @@ class McpBackend(PassThrough, BaseBackend):
                 write_timeout_s=settings.timeouts_s.read,
                 max_connections=settings.max_connections,
                 max_body=self.max_body,
+                auth=McpAuth(self.credentials.oauth) if self.credentials.oauth is not None else None,
             )
         return self._http
 
@@ -180,6 +181,8 @@ class McpBackend(PassThrough, BaseBackend):
                 developer_message=process.stderr_tail() or None,
             )
         met = link.handshake
+        if met.auth_error is not None:
+            return met.auth_error
         if met.error is not None:
             return self.unavailable(f"the MCP handshake failed: {met.error}")
         if met.status is not None and met.status >= 400:
@@ -451,9 +454,17 @@ class McpBackend(PassThrough, BaseBackend):
 
     @contextlib.asynccontextmanager
     async def _exchange(self, context: CallContext | None) -> AsyncIterator[Exchange]:
-        """An `Exchange` for the requests made inside the block (the HTTP guard writes what each met)."""
+        """An `Exchange` for the requests made inside the block (the HTTP guard writes what each met).
+
+        With `oauth`, the request's token is had before anything is sent, so a refusal of the authorization
+        server is this request's error (not a broken connection); the caller's own, with `on_behalf_of`."""
         forwarded = context is not None and self.settings.forward_authorization
         exchange = Exchange(credentials=self.credentials.for_call(context) if forwarded else None)
+        oauth = self.credentials.oauth
+        if oauth is not None and not forwarded:
+            exchange.caller = self.credentials.caller(context)
+            if exchange.caller is not None or oauth.discovered:
+                await oauth.token(exchange.caller)
         token = EXCHANGE.set(exchange)
         try:
             yield exchange
@@ -646,6 +657,8 @@ class McpBackend(PassThrough, BaseBackend):
 
     def _request_failure(self, exc: MCPError, exchange: Exchange, link: Link, method: str) -> GatewayError | SendAgain:
         """An MCPError as the caller's error; `SendAgain` when the request provably never reached the server."""
+        if exchange.auth_error is not None:
+            return exchange.auth_error
         if exchange.error is not None:
             self.breaker.failure()
             error = self.unavailable(exchange.error)
@@ -719,6 +732,7 @@ class McpBackend(PassThrough, BaseBackend):
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+        await self.credentials.close()
 
     @property
     def pid(self) -> int | None:

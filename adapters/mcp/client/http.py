@@ -15,17 +15,26 @@ the transport that moves that request's bytes.
 
 The caller's own credential headers, when the backend forwards them, ride the
 same way: per request, in place of the backend's own, never on the client shared
-by every caller.
+by every caller. So does the caller a backend with `oauth.on_behalf_of` exchanges
+tokens for: `McpAuth` puts each request's OAuth token on it (the backend's own, or
+the caller's exchanged one) and answers the upstream's 401 and `insufficient_scope`
+(`gateway.oauth.client`); why no token could be had lands in the `Exchange`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx2
+import structlog
+
+from gateway.errors import GatewayError
+from gateway.oauth.client import Caller, UpstreamOAuth
+
+log = structlog.get_logger("toolplex.mcp")
 
 # Failures that prove the request never reached the server: safe to send again.
 NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
@@ -45,6 +54,9 @@ class Exchange:
     sent: bool = True  # False when `error` proves the request never left
     too_large: bool = False
     session: bool = False  # the request carried an Mcp-Session-Id (a 404 then means the session is gone)
+    # With `oauth.on_behalf_of`: the caller whose exchanged token the requests carry (None: the backend's own).
+    caller: Caller | None = field(default=None, repr=False)
+    auth_error: GatewayError | None = None  # why no OAuth token could be had (`McpAuth`)
 
     @property
     def faulted(self) -> bool:
@@ -129,8 +141,46 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+class McpAuth(httpx2.Auth):
+    """The OAuth flow (`UpstreamOAuth.authorize`) on every request of the backend's client: the token of the
+    request's `Exchange` caller, or the backend's own. A forwarded request carries the caller's headers and
+    none of the backend's tokens. It never raises (the SDK would tear the whole connection down): why no token
+    could be had is written into the request's `Exchange`, and the upstream's refusal is the answer."""
+
+    def __init__(self, oauth: UpstreamOAuth) -> None:
+        self.oauth = oauth
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        exchange = EXCHANGE.get()
+        if exchange is not None and exchange.credentials is not None:
+            yield request
+            return
+
+        def noted(error: GatewayError) -> None:
+            if exchange is not None:
+                exchange.auth_error = error
+            log.warning("mcp_oauth_failed", backend=self.oauth.backend, error=error.failure.message)
+
+        flow = self.oauth.authorize(request, exchange.caller if exchange is not None else None, noted)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
+
+
 def http_client(
-    *, headers: dict[str, str], connect_timeout_s: float, write_timeout_s: float, max_connections: int, max_body: int
+    *,
+    headers: dict[str, str],
+    connect_timeout_s: float,
+    write_timeout_s: float,
+    max_connections: int,
+    max_body: int,
+    auth: httpx2.Auth | None = None,
 ) -> httpx2.AsyncClient:
     """The `httpx2` client of one backend: its static headers, no read timeout (each request's deadline is the
     clock: a call may run long, a notification stream stays open), and the guard above."""
@@ -143,4 +193,5 @@ def http_client(
         timeout=httpx2.Timeout(connect=connect_timeout_s, read=None, write=write_timeout_s, pool=connect_timeout_s),
         transport=GuardedTransport(inner, max_body),
         follow_redirects=False,
+        auth=auth,
     )

@@ -7,14 +7,14 @@ when it comes, puts its `McpFrontSettings` beside this class.)
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from gateway.settings import UpstreamBackendSettings
 
 # Keys that only mean something for one of the two transports.
-HTTP_ONLY = ("headers", "api_key", "forward_authorization")
+HTTP_ONLY = ("headers", "api_key", "forward_authorization", "oauth")
 STDIO_ONLY = ("args", "env", "cwd")
 
 
@@ -22,6 +22,7 @@ class McpBackendSettings(UpstreamBackendSettings):
     """An MCP server upstream: Streamable HTTP (`url`) or a process spoken to over stdio (`command`)."""
 
     kind: Literal["mcp"]
+    OAUTH_PER_CALL: ClassVar[bool] = True  # each request's token is decided per caller (`adapters.mcp.client.http`)
     url: str | None = Field(  # type: ignore[assignment]  # optional here: a stdio server has none
         default=None,
         pattern=r"^https?://",

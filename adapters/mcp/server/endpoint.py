@@ -72,6 +72,7 @@ from gateway.errors import ErrorKind, GatewayError
 from gateway.homes import Where
 from gateway.http import json_response, nesting_exceeds
 from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permitted, principal_name
+from gateway.oauth.scopes import listening, note_insufficient_scope, said_of
 
 if TYPE_CHECKING:
     from adapters.mcp.server.settings import McpFrontSettings
@@ -332,7 +333,8 @@ class Endpoint:
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """One `tools/call` as the SDK hands it over: the caller's headers from its request, progress and the
         upstream's talk back (logs, questions) on its session."""
-        spec = self._callable(name, principal)
+        with listening(said_of(ctx.request)):  # the SDK's task: a scope refusal is still this request's (OAuth)
+            spec = self._callable(name, principal)
         headers = getattr(ctx.request, "headers", None)
         relayed = isinstance(spec.binding, codec.McpTool)  # the upstream talks back (logs, progress, questions)
         context = CallContext(
@@ -374,6 +376,8 @@ class Endpoint:
         permissions allow it. A success or a tool error comes back as the result's JSON, which the direct path
         writes as it is."""
         if found is None or not permitted(principal, found):
+            if found is not None and principal is not None:
+                note_insufficient_scope(principal.scopes_for(found))  # the OAuth layer's 403 challenge
             raise _unknown_tool(name)
         context = CallContext(
             front=FRONT, principal=principal, trace_id=str(request_id), client_credentials=credentials
@@ -526,7 +530,9 @@ class Endpoint:
             await json_response(body, status=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
             return
         if scope["method"] == "POST":
-            receive, refusal = await self._within_limits(scope, receive)
+            receive, refusal, body = await self._within_limits(scope, receive)
+            if refusal is None and principal is not None and principal.grants:
+                refusal = self._lacking_scope(principal, body)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -557,14 +563,34 @@ class Endpoint:
         ends this one's record)."""
         return f"{session_id}@{self.path}"
 
-    async def _within_limits(self, scope: Scope, receive: Receive) -> tuple[Receive, Response | None]:
+    def _lacking_scope(self, principal: Principal, body: bytes) -> Response | None:
+        """A `tools/call` of a tool the caller's OAuth token lacks the scope for, refused before any session task
+        answers it (whose stream would have begun with 200): the front's "Unknown tool" error, which the OAuth
+        layer answers 403 `insufficient_scope` with the scopes that allow it (`gateway.oauth.challenge`)."""
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        params = message.get("params") if isinstance(message, dict) else None
+        name = params.get("name") if isinstance(params, dict) and message.get("method") == "tools/call" else None
+        if not isinstance(name, str) or self.find(name, principal) is not None:
+            return None
+        listed = self._names()[0].get(name) or self.services.callable_tool(name, None)
+        scopes = principal.scopes_for(listed) if listed is not None and self._visible(listed) else ()
+        if not scopes:
+            return None
+        note_insufficient_scope(scopes)
+        error = {"code": types.INVALID_PARAMS, "message": f"Unknown tool: {name}", "data": {"name": name}}
+        return json_response({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
+
+    async def _within_limits(self, scope: Scope, receive: Receive) -> tuple[Receive, Response | None, bytes]:
         """A POST body within `limits.max_body_bytes` and `limits.max_json_depth`, as every front's, read once
-        and replayed to what reads it next (the direct path, the SDK); else the JSON-RPC error that refuses it
-        (413, or 400 with -32700), before anything parses it any further."""
+        and replayed to what reads it next (the direct path, the SDK), with its bytes; else the JSON-RPC error
+        that refuses it (413, or 400 with -32700), before anything parses it any further."""
         limits = self.services.limits
         declared = _first(scope["headers"], b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
-            return receive, _refused(413, types.INVALID_REQUEST, _too_large(limits.max_body_bytes))
+            return receive, _refused(413, types.INVALID_REQUEST, _too_large(limits.max_body_bytes)), b""
         messages: list[Message] = []
         size = 0
         while True:
@@ -574,19 +600,18 @@ class Endpoint:
                 break
             size += len(message.get("body", b""))
             if size > limits.max_body_bytes:
-                return direct.replay(messages, receive), _refused(
-                    413, types.INVALID_REQUEST, _too_large(limits.max_body_bytes)
-                )
+                refusal = _refused(413, types.INVALID_REQUEST, _too_large(limits.max_body_bytes))
+                return direct.replay(messages, receive), refusal, b""
             if not message.get("more_body", False):
                 break
         replayed = direct.replay(messages, receive)
         depth = limits.max_json_depth
-        if size > 2 * depth:  # fewer bytes cannot nest deeper
-            body = b"".join(m.get("body", b"") for m in messages)
-            if body.count(b"[") + body.count(b"{") > depth and _nests_deeper(body, depth):
-                message = f"Request body nests arrays/objects more than {depth} levels deep (limits.max_json_depth)"
-                return replayed, _refused(400, types.PARSE_ERROR, message)
-        return replayed, None
+        body = b"".join(m.get("body", b"") for m in messages)
+        # fewer bytes than twice the depth cannot nest deeper
+        if size > 2 * depth and body.count(b"[") + body.count(b"{") > depth and _nests_deeper(body, depth):
+            message = f"Request body nests arrays/objects more than {depth} levels deep (limits.max_json_depth)"
+            return replayed, _refused(400, types.PARSE_ERROR, message), body
+        return replayed, None, body
 
     async def _session_route(
         self, scope: Scope, receive: Receive, session_id: str, principal: Principal | None
