@@ -105,6 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gateway.observability import configure_logging
     from gateway.serving import GatewayServer, event_loop_factory, uvicorn_config
 
+    configure_logging("info")  # JSON from the first line on (loading the configuration logs), its level later
     try:
         config = _load(args.config)
     except ConfigError as exc:

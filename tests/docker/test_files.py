@@ -133,6 +133,8 @@ def test_dockerfile_is_slim_non_root_with_node_20_and_a_healthcheck() -> None:
     assert re.search(r"^HEALTHCHECK .*/healthz", text, re.M | re.S)
     assert "TOOLPLEX_PORT=8080" in text and "TOOLPLEX_CONFIG=config/gateway.yaml" in text
     assert re.search(r'^ENTRYPOINT \["toolplex", "serve"\]', text, re.M)
+    # No `# syntax=` directive: BuildKit would pull docker/dockerfile from a registry the build needs nothing of.
+    assert not re.search(r"^#\s*syntax\s*=", text, re.M | re.I)
 
 
 def test_dockerignore_keeps_the_context_small() -> None:
