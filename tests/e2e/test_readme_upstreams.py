@@ -50,7 +50,10 @@ FENCE = re.compile(r"^```yaml\n(.*?)^```", re.S | re.M)
 URL = re.compile(r"(?P<head>\burl:\s*https?://)(?P<host>[^/\s\"']+)")
 VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 REMOTE_KINDS = {"opentool", "oxp", "toolserver", "jsonrpc", "arcade", "http"}
-SIDE_BY_SIDE = "# front gateway"  # the right column's heading in a two-column block
+SIDE_BY_SIDE = "# front gateway"
+# A block that opens with this comment is not run (it needs, say, an identity provider): it names the test that
+# runs the same keys against a real server, and its page's test parses it (tests/security/test_permissions_docs.py).
+ILLUSTRATION = "# illustration"  # the right column's heading in a two-column block
 ARCADE_PYTHON = ROOT / ".venv-arcade" / "bin" / "python"
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]"}
 STATE = re.compile(r"^\s+(?P<name>\S+)\s+(?P<kind>\S+)\s+(?P<state>\S+)\s+(?P<tools>\d+) tool\(s\)", re.M)
@@ -118,6 +121,8 @@ def _page_examples(page: str, text: str) -> list[Example]:
     for match in FENCE.finditer(text):
         block, upstream = match.group(1), None
         rows = block.splitlines()
+        if rows and rows[0].startswith(ILLUSTRATION):
+            continue  # needs a server no test here stands in for; its page's own test parses it
         if rows and SIDE_BY_SIDE in rows[0]:
             column = rows[0].index(SIDE_BY_SIDE)
             upstream = "\n".join(row[:column].rstrip() for row in rows) + "\n"
