@@ -67,8 +67,14 @@ install-packages: $(VENV)/.installed $(TS)/node_modules/.installed
 	tests/oauth/install_auth_server.sh
 	touch $@
 
+# Real OpenAPI documents (@readme/oas-examples, GitHub's), the Prism mock server and the reference Swagger 2.0
+# converter for tests/openapi (npm, exactly as locked, into .tools/openapi/).
+.tools/.openapi-installed: tests/openapi/install_openapi_fixtures.sh tests/openapi/fixtures/package.json tests/openapi/fixtures/package-lock.json
+	tests/openapi/install_openapi_fixtures.sh
+	touch $@
+
 install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed .venv-arcade/.installed $(VENV)/.redis-installed \
-	.tools/.conformance-installed .tools/.oauth-installed
+	.tools/.conformance-installed .tools/.oauth-installed .tools/.openapi-installed
 
 run: install
 	$(BIN)/toolplex serve --config $(CONFIG) --host $(HOST) --port $(PORT)

@@ -41,6 +41,9 @@ class Health:
     state: str = "up"
     detail: str | None = None
     breaker: str | None = None  # closed | half-open | open, for backends behind a breaker
+    # What discovery skipped or doubts while the backend is up (an OpenAPI operation it cannot use, and why):
+    # `toolplex check` prints each.
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,10 @@ def _states_table(states: list[dict[str, Any]]) -> str:
         lines.append(
             f"  {state['name']:<20} {state['kind']:<11} {state['state']:<5} {state['tools']:>3} tool(s){detail}"
         )
+        warnings = state.get("warnings") or []
+        if warnings:
+            lines.append(f"    {len(warnings)} warning(s):")
+            lines.extend(f"    - {warning}" for warning in warnings)
     return "\n".join(lines)
 
 

@@ -25,8 +25,9 @@ def _matches(spec: ToolSpec, patterns: list[str]) -> bool:
 
 
 def apply_routing(specs: list[ToolSpec], backend: BackendSettings) -> list[ToolSpec]:
-    include = backend.include or ["*"]
-    exclude = backend.exclude or []
+    filters = backend.ROUTING_FILTERS  # else the backend applied its include/exclude itself
+    include = (backend.include if filters else None) or ["*"]
+    exclude = (backend.exclude if filters else None) or []
     everything = include == ["*"] and not exclude
     rename = backend.rename or {}
     hide = backend.hide or []

@@ -185,6 +185,8 @@ async def report_backends(states: Mapping[str, BackendState], backends: Mapping[
         shown["breaker"] = health.breaker  # closed | half-open | open, None without an upstream
         if health.state != "up" and shown["state"] == "up":
             shown["state"], shown["error"] = health.state, health.detail
+        if health.warnings:
+            shown["warnings"] = list(health.warnings)
         report.append(shown)
     return report
 

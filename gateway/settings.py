@@ -89,6 +89,10 @@ class BackendSettings(Section):
     timeouts: dict[str, PositiveSeconds] | None = Field(default=None, description="Tool name -> deadline in seconds")
     cache: CacheSettings | None = None
 
+    # Whether `include`/`exclude` are tool-name globs applied by routing (`gateway.routing`); a kind whose filters
+    # mean more than names (an OpenAPI operation's tags, method) applies them itself at discovery instead.
+    ROUTING_FILTERS: ClassVar[bool] = True
+
     def call_timeout_cap(self) -> float | None:
         """The cap this backend puts on every call's deadline (None: none of its own)."""
         return None

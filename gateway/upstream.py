@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import email.utils
 import random
+import re
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -32,6 +34,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from http.cookiejar import Cookie, CookieJar
 from typing import Any
+from urllib.parse import quote, unquote
 
 import httpx
 import orjson
@@ -54,9 +57,12 @@ __all__ = [
     "NoCookies",
     "Upstream",
     "UpstreamSettings",
+    "error_text",
     "failure_for_status",
     "is_json",
     "json_of",
+    "path_segment",
+    "rest_failure",
     "retry_after_ms",
 ]
 
@@ -684,6 +690,86 @@ def failure_for_status(
     if kind is ErrorKind.UPSTREAM_UNAVAILABLE:
         fields.setdefault("can_retry", True)
     return Failure(kind=kind, message=f"Upstream {upstream!r} answered HTTP {status}: {text}", **fields)
+
+
+_DOT_SEGMENTS = frozenset({".", ".."})
+_UNQUOTE_ROUNDS = 4  # a value encoded more often than this is refused rather than decoded further
+MAX_ERROR_TEXT = 500  # characters of a REST upstream's error body carried in the message
+
+
+def path_segment(name: str, value: Any) -> str:
+    """One path parameter of a REST call as one path segment, never a step elsewhere.
+
+    `/` is percent-encoded (quote with nothing safe), and a value that is, or decodes to,
+    an empty segment or a dot segment (`.`, `..`, `%2e%2e`, `%252e%252e`, `a/../b`) is
+    refused: an upstream or a proxy in between that decodes and normalises the path would
+    otherwise walk out of the configured path.
+    """
+    text = str(value)
+    decoded = text
+    for _ in range(_UNQUOTE_ROUNDS):
+        step = unquote(decoded)
+        if step == decoded:
+            break
+        decoded = step
+    else:
+        if unquote(decoded) != decoded:
+            raise _bad_segment(name, text, "it is percent-encoded too many times")
+    parts = re.split(r"[/\\]", decoded)
+    if not text:
+        raise _bad_segment(name, text, "it is empty")
+    if any(part in _DOT_SEGMENTS for part in parts):
+        raise _bad_segment(name, text, "it would leave the configured path")
+    return quote(text, safe="")
+
+
+def _bad_segment(name: str, value: str, why: str) -> GatewayError:
+    shown = value if len(value) <= 80 else value[:80] + "..."
+    message = f"{name}: {shown!r} cannot be used as a path segment: {why}"
+    return GatewayError.of(ErrorKind.INVALID_ARGUMENTS, message, parameter_errors={name: message})
+
+
+def error_text(response: httpx.Response) -> str:
+    """What a REST upstream's error answer says: an RFC 9457 problem's title and detail, else its
+    `message`/`detail`/`error`, else the body; JSON, never a Python repr; at most MAX_ERROR_TEXT characters."""
+    value: Any = response.text
+    if "json" in response.headers.get("content-type", "") and response.content:
+        try:
+            value = response.json()
+        except ValueError:
+            value = response.text
+    if isinstance(value, dict):
+        problem = response.headers.get("content-type", "").startswith("application/problem+json")
+        title, detail = value.get("title"), value.get("detail")
+        if problem and isinstance(title, str) and isinstance(detail, str) and title != detail:
+            value = f"{title}: {detail}"
+        else:
+            said = value.get("message") or value.get("detail") or value.get("error") or (title if problem else None)
+            value = said if said else value
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return text if len(text) <= MAX_ERROR_TEXT else text[:MAX_ERROR_TEXT] + "..."
+
+
+def rest_failure(upstream: str, response: httpx.Response, *, forwarded: bool, developer_message: str) -> Failure:
+    """A REST endpoint's error answer as the canonical failure its status stands for (`failure_for_status`):
+    400/422 invalid arguments, 401, 403, 404, 429 (Retry-After carried), 5xx upstream unavailable; any other
+    4xx is the tool refusing (tool failed: our request was well-formed). An RFC 9457 problem object is kept
+    whole in the failure's details (`problem`)."""
+    status = response.status_code
+    problem = error_body(response) if "problem+json" in response.headers.get("content-type", "") else None
+    failure = failure_for_status(
+        upstream,
+        status,
+        error_text(response),
+        response.headers,
+        client_credentials=forwarded,
+        developer_message=developer_message,
+        **({"details": {"problem": problem}} if isinstance(problem, dict) else {}),
+    )
+    assert failure is not None  # status >= 400
+    if failure.kind is ErrorKind.MALFORMED:
+        failure = dataclasses.replace(failure, kind=ErrorKind.TOOL_FAILED)
+    return failure
 
 
 def error_body(response: httpx.Response) -> Any:

@@ -15,59 +15,22 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote
 
 import httpx
 
 from adapters.http.settings import HttpBackendSettings
 from gateway.backends import BackendContext, BaseBackend
-from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.http import dumps
+from gateway.errors import Failure, GatewayError
 from gateway.model import CallContext, ToolSpec
 from gateway.observability import redact_text
-from gateway.upstream import Credentials, Upstream, UpstreamSettings, failure_for_status, json_of
+from gateway.upstream import Credentials, Upstream, UpstreamSettings, json_of, path_segment, rest_failure
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _BODY_METHODS = {"POST", "PUT", "PATCH"}
-_DOT_SEGMENTS = frozenset({".", ".."})
-_UNQUOTE_ROUNDS = 4  # a value encoded more often than this is refused rather than decoded further
-MAX_ERROR_TEXT = 500  # characters of an upstream's error body carried in the message
-
-
-def segment(name: str, value: Any) -> str:
-    """One path parameter as one path segment, never a step elsewhere.
-
-    `/` is percent-encoded (quote with nothing safe), and a value that is, or decodes to,
-    an empty segment or a dot segment (`.`, `..`, `%2e%2e`, `%252e%252e`, `a/../b`) is
-    refused: an upstream or a proxy in between that decodes and normalises the path would
-    otherwise walk out of the configured path.
-    """
-    text = str(value)
-    decoded = text
-    for _ in range(_UNQUOTE_ROUNDS):
-        step = unquote(decoded)
-        if step == decoded:
-            break
-        decoded = step
-    else:
-        if unquote(decoded) != decoded:
-            raise _bad_segment(name, text, "it is percent-encoded too many times")
-    parts = re.split(r"[/\\]", decoded)
-    if not text:
-        raise _bad_segment(name, text, "it is empty")
-    if any(part in _DOT_SEGMENTS for part in parts):
-        raise _bad_segment(name, text, "it would leave the configured path")
-    return quote(text, safe="")
-
-
-def _bad_segment(name: str, value: str, why: str) -> GatewayError:
-    shown = value if len(value) <= 80 else value[:80] + "..."
-    message = f"{name}: {shown!r} cannot be used as a path segment: {why}"
-    return GatewayError.of(ErrorKind.INVALID_ARGUMENTS, message, parameter_errors={name: message})
+segment = path_segment  # one path parameter as one path segment (`gateway.upstream.path_segment`)
 
 
 @dataclass(frozen=True)
@@ -169,40 +132,14 @@ class HttpBackend(BaseBackend):
     def _failure(
         self, spec: ToolSpec, endpoint: Endpoint, path: str, response: httpx.Response, *, forwarded: bool = False
     ) -> Failure:
-        """An error answer as the canonical failure its status stands for (see `failure_for_status`).
-
-        400/422 invalid arguments, 401, 403, 404, 429 (Retry-After carried), 5xx upstream
-        failed; any other 4xx is the tool refusing (tool failed). An object body is shown as JSON.
-        """
-        status = response.status_code
-        failure = failure_for_status(
+        """An error answer as the canonical failure its status stands for (`gateway.upstream.rest_failure`)."""
+        return rest_failure(
             self.name,
-            status,
-            _error_text(response),
-            response.headers,
-            client_credentials=forwarded,
-            developer_message=f"{spec.flat_name}: {endpoint.method} {path} answered HTTP {status}",
+            response,
+            forwarded=forwarded,
+            developer_message=f"{spec.flat_name}: {endpoint.method} {path} answered HTTP {response.status_code}",
         )
-        assert failure is not None  # status >= 400
-        if failure.kind is ErrorKind.MALFORMED:  # our request was well-formed: the endpoint refused it
-            failure = dataclasses.replace(failure, kind=ErrorKind.TOOL_FAILED)
-        return failure
 
     async def close(self) -> None:
         await self.upstream.close()
         await self.credentials.close()
-
-
-def _error_text(response: httpx.Response) -> str:
-    """What an error answer says: its `message`/`detail` when it has one, else the body; JSON, never a repr."""
-    value: Any = response.text
-    if "json" in response.headers.get("content-type", "") and response.content:
-        try:
-            value = response.json()
-        except ValueError:
-            value = response.text
-    if isinstance(value, dict):
-        said = value.get("message") or value.get("detail") or value.get("error")
-        value = said if said else value
-    text = value if isinstance(value, str) else dumps(value)
-    return text if len(text) <= MAX_ERROR_TEXT else text[:MAX_ERROR_TEXT] + "..."

@@ -73,6 +73,7 @@ KIND = "toolserver"  # the backend kind whose nodes can hold a session's files
 PROTOCOL = "toolserver"  # `UpstreamAnswer.protocol` of a node's own answer (a `toolserver` backend's)
 RETRIEVAL = "/retrieving_tools"  # the LIST request a `toolserver` backend answers with its node's retrieval
 COOKIE = "node_id"
+FILE_CHUNK_BYTES = 64 * 1024
 COLLECT_TOOL = "Toolplex_collect_result"  # served here, never listed
 COLLECT_NAMES = frozenset({COLLECT_TOOL, "Toolplex.collect_result"})
 HANDLE_PATTERN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
@@ -679,7 +680,7 @@ class ToolServerFront:
                 await held.aclose()
                 raise
             return PassedOnResponse(
-                answer.aiter_bytes(),
+                answer.aiter_bytes(FILE_CHUNK_BYTES),  # a file goes on in pieces of this size, whatever the node sent
                 status_code=answer.status_code,
                 raw_headers=_passed_headers(answer),
                 close=held.aclose,

@@ -287,7 +287,18 @@ def test_make_installs_the_node_side_on_a_fresh_clone(tmp_path: Path) -> None:
         shutil.copy(ROOT / name, clone / name)
     for name in ("package.json", "package-lock.json"):
         shutil.copy(ROOT / "adapters" / "typescript" / name, clone / "adapters" / "typescript" / name)
-    for script in ("upstreams/install_arcade.sh", "state/install_redis.sh", "mcp/install_conformance.sh"):
+    installs = [
+        "upstreams/install_arcade.sh",
+        "state/install_redis.sh",
+        "mcp/install_conformance.sh",
+        "oauth/install_auth_server.sh",
+        "oauth/auth_server/package.json",
+        "oauth/auth_server/package-lock.json",
+        "openapi/install_openapi_fixtures.sh",
+        "openapi/fixtures/package.json",
+        "openapi/fixtures/package-lock.json",
+    ]
+    for script in installs:
         (clone / "tests" / script).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "tests" / script, clone / "tests" / script)
     for target in ("test", "run"):
