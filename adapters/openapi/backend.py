@@ -217,6 +217,8 @@ class OpenApiBackend(BaseBackend):
         request = Request(built.headers, built.query, built.cookies)
         auth = security.apply(operation.plan, request, context, credentials)
         headers = request.headers
+        if operation.accept is not None:
+            headers.setdefault("Accept", operation.accept)
         if body_headers:
             headers.update(body_headers)
         if request.cookies:

@@ -56,6 +56,7 @@ class Operation:
     pointer: str
     operation_id: str | None = None
     server: str | None = None  # a path- or operation-level server (used when the backend has no `url:`)
+    accept: str | None = None  # the success answers' media types, JSON first: what the call asks for
 
 
 @dataclass
@@ -256,6 +257,7 @@ class Builder:
                 pointer=pointer,
                 operation_id=node.get("operationId") if isinstance(node.get("operationId"), str) else None,
                 server=self._server(node, candidate.item),
+                accept=self._accept(node, candidate.item_base, pointer),
             ),
         )
 
@@ -457,6 +459,24 @@ class Builder:
                     return self.schemas.bundle(schema, refs)
             return None
         return None
+
+    def _accept(self, node: dict[str, Any], base: str, pointer: str) -> str | None:
+        """`Accept` for the operation's calls: its 2xx media types, JSON ones first (a server offering XML and
+        JSON, as many published documents do, answers its first listed otherwise); None when none is listed."""
+        responses = node.get("responses")
+        if not isinstance(responses, dict):
+            return None
+        found: dict[str, None] = {}
+        for code, value in responses.items():
+            if not str(code).startswith("2"):
+                continue
+            response, _base, _at = self.documents.follow(value, base, f"{pointer}/responses/{escape(str(code))}")
+            content = response.get("content") if isinstance(response, dict) else None
+            found.update(dict.fromkeys(str(media) for media in content or () if "*" not in str(media)))
+        if not found:
+            return None
+        ordered = sorted(found, key=lambda media: not _is_json(media))
+        return ", ".join(media if _is_json(media) else f"{media};q=0.5" for media in ordered)
 
     def _plan(self, node: dict[str, Any], pointer: str) -> Plan:
         requirements = node["security"] if "security" in node else self.root.get("security")

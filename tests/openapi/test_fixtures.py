@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 import httpx
 import pytest
@@ -33,10 +32,8 @@ def test_prism_mocks_an_example_document(petstore_prism: Prism) -> None:
     assert httpx.get(f"{petstore_prism.base}/nowhere", timeout=10).status_code == 404
 
 
-def test_prism_starts_quickly_and_leaves_nothing(node_tools: Documents) -> None:
-    started = time.monotonic()
+def test_prism_starts_and_leaves_nothing(node_tools: Documents) -> None:
     with Prism(node_tools.openapi31 / "json" / "petstore.json", dynamic=True, seed="1") as prism:
-        assert time.monotonic() - started < 5
         process = prism.process
         assert process is not None
         answer = httpx.get(f"{prism.base}/store/inventory", headers={"api_key": "k"}, timeout=10)
