@@ -48,6 +48,8 @@ def front_app_builder(bind_host: str | None) -> Any:
 
         async def readyz(_request: Request) -> Response:
             """200 once started ("degraded" while some backend or the shared state store is down); 503 before."""
+            if gateway.draining:  # going away: load balancers send new requests elsewhere
+                return json_response({"status": "draining"}, status=503)
             states = await gateway.backend_states()
             if not gateway.ready:
                 return json_response({"status": "starting", "backends": states}, status=503)

@@ -133,7 +133,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
-    http = GatewayServer(uvicorn_config(app, server, host, port), app.gateway, float(server.shutdown_grace_s))
+    http = GatewayServer(
+        uvicorn_config(app, server, host, port),
+        app.gateway,
+        float(server.shutdown_grace_s),
+        drain=float(server.drain_s),
+    )
     if args.listen_fd is not None:  # a worker: the supervisor's shared port, and a private one to be forwarded to
         from gateway.workers import bind
 

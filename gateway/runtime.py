@@ -279,6 +279,7 @@ class Gateway:
         self._app_builder = app_builder
         self.discovery: Discovery | None = None
         self.ready = False
+        self.draining = False  # a stop is on its way (`server.drain_s`): /readyz fails while requests are served
         self.reloads = {"ok": 0, "failed": 0}
         self._reload_lock = asyncio.Lock()
         self._retiring: dict[asyncio.Task[None], dict[str, Backend]] = {}  # task -> the backends it waits to close

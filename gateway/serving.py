@@ -113,11 +113,19 @@ class GatewayServer(uvicorn.Server):
     """uvicorn's server, draining the gateway's calls during its shutdown; signals are handled by `signals`."""
 
     def __init__(
-        self, config: uvicorn.Config, gateway: Any, grace: float, on_hangup: Callable[[], None] | None = None
+        self,
+        config: uvicorn.Config,
+        gateway: Any,
+        grace: float,
+        on_hangup: Callable[[], None] | None = None,
+        *,
+        drain: float = 0.0,
     ) -> None:
         super().__init__(config)
         self.gateway = gateway
         self.grace = grace
+        self.drain = drain  # `server.drain_s`: serving on, /readyz failing, before the shutdown begins
+        self._draining: asyncio.TimerHandle | None = None
         self.on_hangup = on_hangup
         self._sockets: list[socket.socket] | None = None
         self._advertise_port: int | None = None
@@ -191,8 +199,20 @@ class GatewayServer(uvicorn.Server):
 
     def _stop(self, sig: int) -> None:
         log.info("signal_received", signal=signal.Signals(sig).name)
+        if self._draining is not None:  # a second signal while draining: shut down now
+            self._draining.cancel()
+            self._draining = None
+        elif not self.should_exit and self.drain > 0:
+            self.gateway.draining = True  # /readyz says so at once; requests are still served
+            log.info("drain_started", drain_s=self.drain, calls=self.gateway.running)
+            self._draining = asyncio.get_running_loop().call_later(self.drain, self._drained, sig)
+            return
         if self.should_exit and sig == signal.SIGINT:  # Ctrl-C again: answer the running calls now
             self.gateway.hurry()
+        self.handle_exit(sig, None)
+
+    def _drained(self, sig: int) -> None:
+        self._draining = None
         self.handle_exit(sig, None)
 
     def _hangup(self) -> None:

@@ -43,6 +43,15 @@ class ServerSettings(Section):
             "'the gateway is shutting down'"
         ),
     )
+    drain_s: float = Field(
+        default=0,
+        ge=0,
+        le=600,
+        description=(
+            "On SIGTERM, /readyz answers 503 (draining) while the gateway goes on serving this long, so load "
+            "balancers move away before it stops accepting; then shutdown_grace_s. A second signal skips the rest"
+        ),
+    )
     allowed_hosts: list[NonEmpty] | None = Field(
         default=None,
         description=(

@@ -201,3 +201,16 @@ def test_make_compose_check() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "docker/compose.yaml" in result.stdout
+
+
+def test_a_stopping_replica_drains_and_nginx_moves_on_within_a_second() -> None:
+    """`docker stop` gives the gateway its drain and its grace; a replica gone from DNS costs nginx ≤ 1 s."""
+    server = load_config(GATEWAY_CONFIG, env={}).settings.server
+    assert server.drain_s > 0, "docker/gateway.yaml drains before it stops accepting"
+    period = compose()["services"]["gateway"]["stop_grace_period"]
+    seconds = int(re.fullmatch(r"(\d+)s", period).group(1))  # type: ignore[union-attr]
+    assert seconds > server.drain_s + server.shutdown_grace_s, "Docker kills only after drain + grace"
+    directives = nginx_directives(NGINX_CONF.read_text())
+    (connect,) = [d for d in directives if d.startswith("proxy_connect_timeout ")]
+    assert connect.split()[1] == "1s"
+    assert "proxy_next_upstream error timeout" in directives  # never non_idempotent: no call is sent twice

@@ -296,3 +296,41 @@ async def test_close_closes_every_backend_even_when_one_hangs(monkeypatch: pytes
     await asyncio.wait_for(gateway.close(), timeout=10)
 
     assert hung.is_set() and closed == ["math"]
+
+
+def test_a_draining_gateway_fails_readyz_and_serves_on_until_the_drain_ends(tmp_path: Path) -> None:
+    """`server.drain_s`: SIGTERM turns /readyz to 503 at once; calls are still answered during the drain; a
+    second SIGTERM ends the drain (a stop that need not wait it out)."""
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        "server: {drain_s: 120}\n"
+        "backends:\n  - {name: math, kind: python, module: 'adapters.python.toolkits.arithmetic:toolkit'}\n"
+    )
+    port = free_port()
+    log = tmp_path / "gateway.log"
+    with open(log, "wb") as written:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(port)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=written,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(f"{base}/healthz", process)
+        assert httpx.get(f"{base}/readyz", timeout=10).status_code == 200
+        process.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: httpx.get(f"{base}/readyz", timeout=10).status_code == 503, timeout=20)
+        assert httpx.get(f"{base}/readyz", timeout=10).json() == {"status": "draining"}
+        body = {"tool_id": "Math.Add", "input": {"a": 2, "b": 3}}
+        answer = httpx.post(f"{base}/tools/call", json=body, timeout=10).json()  # still served: a 120 s drain
+        assert answer["value"] == 5, answer
+        assert process.poll() is None
+        process.send_signal(signal.SIGTERM)  # a second signal: no more waiting
+        process.wait(timeout=30)
+        assert process.returncode == 0
+        assert '"event":"drain_started"' in log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
