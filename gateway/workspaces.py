@@ -12,7 +12,10 @@ is someone else's, a new one is refused (`rate_limited`), never made by removing
 another principal's. Each holds at most `max_bytes_per_workspace` bytes and
 `MAX_ENTRIES` files and folders; a workspace unused for `idle_s` is removed, and
 so is one whose session is released. Without a configured root the directories
-live in a per-process temporary directory removed at close.
+live in a per-process temporary directory removed at close. A shared root
+(`workspaces.shared`, a volume every replica mounts) outlives each replica: a
+session another replica adopts finds its files, and abandoned directories are
+swept by age.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +38,7 @@ from gateway.ownership import OwnedEntries, Shares, StoreFull
 
 MAX_ENTRIES = 10_000  # files and folders in one workspace: bounds every walk of it
 DIR_PATTERN = re.compile(r"^ws-[0-9a-f]{32}$")
+SWEEP_EVERY_S = 60.0  # a shared root is looked through for abandoned workspaces at most this often
 SHOWN_NAME = "workspace"  # what clients see as the workspace's own name (the real node's directory name)
 
 
@@ -62,6 +67,7 @@ class Workspaces:
         self.settings = settings
         self._root: Path | None = None
         self._temporary = settings.root is None
+        self._swept_at = float("-inf")  # monotonic time of the last sweep of a shared root
         self._held: OwnedEntries[str, Path] = OwnedEntries(
             max_entries=max(1, settings.max_workspaces), shares=shares, idle_s=settings.idle_s, what="workspaces"
         )
@@ -81,14 +87,41 @@ class Workspaces:
             else:
                 self._root = Path(str(self.settings.root)).resolve()
                 self._root.mkdir(parents=True, exist_ok=True)
-                for stale in self._root.iterdir():  # left by an earlier run: nobody can reach them any more
-                    if DIR_PATTERN.match(stale.name) and stale.is_dir() and not stale.is_symlink():
-                        shutil.rmtree(stale, ignore_errors=True)
+                if not self.shared:  # left by an earlier run: nobody can reach them any more
+                    self._sweep(self._root, older_than=None)
         return self._root
 
+    @property
+    def shared(self) -> bool:
+        """Every replica mounts the root (`workspaces.shared`): others' workspaces are there too."""
+        return bool(getattr(self.settings, "shared", False))
+
+    def _sweep(self, root: Path, older_than: float | None) -> None:
+        """Remove the workspace directories under `root` (only those untouched for `older_than` s, when given)."""
+        now = time.time()
+        for stale in root.iterdir():
+            if not (DIR_PATTERN.match(stale.name) and stale.is_dir() and not stale.is_symlink()):
+                continue
+            try:
+                if older_than is not None and now - stale.stat().st_mtime < older_than:
+                    continue
+            except OSError:
+                continue
+            shutil.rmtree(stale, ignore_errors=True)
+
+    def _sweep_shared(self, root: Path) -> None:
+        """In a shared root, the workspaces no replica touched for twice `idle_s` (their sessions are gone too),
+        at most once a minute: what a lost replica left is not kept for ever."""
+        now = time.monotonic()
+        if now - self._swept_at < SWEEP_EVERY_S:
+            return
+        self._swept_at = now
+        self._sweep(root, older_than=2 * self.settings.idle_s)
+
     def scratch(self) -> Path:
-        """A directory beside the workspaces for files in transit (spooled uploads, zips)."""
-        path = self.root / ".scratch"
+        """A directory beside the workspaces for files in transit (spooled uploads, zips); this process's own
+        when the root is shared."""
+        path = self.root / (f".scratch-{os.getpid()}" if self.shared else ".scratch")
         path.mkdir(exist_ok=True)
         return path
 
@@ -115,7 +148,11 @@ class Workspaces:
                 except StoreFull as refused:
                     self._remove(evicted + [p for p in refused.dropped if isinstance(p, Path)])
                     raise
+                if self.shared:
+                    self._sweep_shared(root)
             path.mkdir(exist_ok=True)
+            if self.shared:
+                os.utime(path)  # in use: no replica's sweep takes it
         self._remove(evicted)
         return path
 
@@ -127,7 +164,10 @@ class Workspaces:
     def touch(self, workspace: WorkspaceId) -> None:
         """Keep an existing workspace alive (its session was used); creates nothing."""
         with self._lock:
-            self._held.get(workspace.owner, workspace.name)
+            path = self._held.get(workspace.owner, workspace.name)
+        if path is not None and self.shared:
+            with contextlib.suppress(OSError):
+                os.utime(path)
 
     def release(self, workspace: WorkspaceId) -> None:
         """The session ended: its files go."""
@@ -148,6 +188,9 @@ class Workspaces:
             return
         if self._temporary:
             shutil.rmtree(root, ignore_errors=True)
+            return
+        if self.shared:  # the sessions go on elsewhere: their files stay for the replica that adopts them
+            shutil.rmtree(root / f".scratch-{os.getpid()}", ignore_errors=True)
             return
         self._remove(paths)
         shutil.rmtree(root / ".scratch", ignore_errors=True)

@@ -415,6 +415,20 @@ class WorkspacesSettings(Section):
         gt=0,
         description="A workspace unused this long is removed (and so is one whose session is released)",
     )
+    shared: bool = Field(
+        default=False,
+        description=(
+            "The root is shared by every replica (a volume each mounts at `root`): a session adopted by another "
+            "replica keeps its files. Nothing is swept at start or removed at shutdown; a workspace untouched "
+            "for idle_s is removed by whichever replica looks next"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _shared_needs_root(self) -> WorkspacesSettings:
+        if self.shared and self.root is None:
+            raise ValueError("shared: true needs root (the directory every replica mounts)")
+        return self
 
 
 class MiddlewareEntry(Section):

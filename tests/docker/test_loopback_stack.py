@@ -194,6 +194,7 @@ def test_stack_on_loopback(tmp_path: Path) -> None:
                 "TOOLPLEX_PORT": str(gateway_port),
                 "TOOLPLEX_REDIS_URL": redis_url,
                 "TOOLPLEX_TOOLS_URL": f"http://127.0.0.1:{tools_port}",
+                "TOOLPLEX_WORKSPACES": str(tmp_path / "workspaces"),  # the compose volume every replica mounts
             }
             log = tmp_path / f"gateway-{index}.log"
             replicas.enter_context(toolplex(env, f"http://{address}:{gateway_port}", log))

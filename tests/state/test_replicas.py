@@ -38,7 +38,9 @@ DEADLINE_S = 20.0  # bound on every wait here; a lost replica is answered within
 CONFIG = f"""
 server: {{shutdown_grace_s: 2}}
 state: {{store: redis, url: "${{REDIS_URL}}", lease_s: {LEASE_S}, key_prefix: "${{KEY_PREFIX}}"}}
-workspaces: {{root: "${{WS_ROOT}}"}}
+workspaces:
+  root: "${{WS_ROOT}}"
+  shared: ${{WS_SHARED:-false}}
 fronts:
   oxp: {{patience_s: 0.3, retry_after_ms: 100}}
   toolserver: {{patience_s: 0.3}}
@@ -64,10 +66,11 @@ class Cluster:
         }
         self._stack = contextlib.ExitStack()
 
-    def start(self, name: str) -> tuple[str, subprocess.Popen[bytes]]:
-        """A replica named `name` (its workspace root and log are its own); stopped when the cluster closes."""
-        root = self.tmp / f"ws-{name}"
-        env = {**self.env, "WS_ROOT": str(root)}
+    def start(self, name: str, *, shared: bool = False) -> tuple[str, subprocess.Popen[bytes]]:
+        """A replica named `name` (its log its own, its workspace root too unless `shared`: one volume for all);
+        stopped when the cluster closes."""
+        root = self.tmp / ("ws-shared" if shared else f"ws-{name}")
+        env = {**self.env, "WS_ROOT": str(root), "WS_SHARED": "true" if shared else "false"}
         return self._stack.enter_context(served_gateway(self.config, env, self.tmp / f"{name}.log"))
 
     def kept_result(self, handle: str) -> bool:
@@ -295,3 +298,19 @@ def test_what_had_finished_survives_a_restart_of_every_replica(cluster: Cluster)
     added = execute(c, session, "Math_Add", {"a": 1, "b": 1})
     assert (added.status_code, added.json()) == (200, 2)
     assert runs("kept", cluster.gate) == 1 and runs("kept-oxp", cluster.gate) == 1
+
+
+def test_a_session_whose_home_stopped_keeps_its_files_on_a_shared_volume(cluster: Cluster) -> None:
+    """Issue 29, item 2: workspaces where every replica reaches them (`workspaces.shared`)."""
+    a, a_process = cluster.start("a", shared=True)
+    b, _ = cluster.start("b", shared=True)
+    session = toolserver_session(a)
+    files = {"file": ("notes.txt", b"written through A"), "filename": (None, "notes.txt")}
+    uploaded = httpx.post(f"{a}/upload_file", files=files, headers=session, timeout=DEADLINE_S)
+    assert uploaded.status_code == 200, uploaded.text
+    a_process.send_signal(signal.SIGTERM)  # A stops gracefully: its lease goes at once, its files stay
+    a_process.wait(timeout=15)
+    downloaded = httpx.post(
+        f"{b}/download_file", json={"file_path": "workspace/notes.txt"}, headers=session, timeout=DEADLINE_S
+    )
+    assert (downloaded.status_code, downloaded.content) == (200, b"written through A")  # B adopted the session
