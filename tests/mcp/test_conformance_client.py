@@ -104,7 +104,7 @@ CLIENT_CREDENTIALS = {"auth/client-credentials-basic", "auth/client-credentials-
 def rows(tmp_path_factory: pytest.TempPathFactory) -> list[ClientResult]:
     if MISSING is not None:
         pytest.skip(f"MCP conformance suite not installed: {MISSING}")
-    return run_client_scenarios(tmp_path_factory.mktemp("client-scenarios"), jobs=2)
+    return run_client_scenarios(tmp_path_factory.mktemp("client-scenarios"), jobs=3)  # partly waiting on I/O
 
 
 def by_key(rows: list[ClientResult]) -> dict[tuple[str, str], ClientResult]:

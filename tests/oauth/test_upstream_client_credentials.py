@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,7 +35,13 @@ from tests.support import python_server
 
 CLIENT_ID = "toolplex-upstream"
 SECRET = "upstream-secret-0f9e8d7c"
-CLIENTS = [{"client_id": CLIENT_ID, "client_secret": SECRET, "scopes": ["mcp:read", "mcp:write"]}]
+NARROW_ID = "toolplex-narrow"  # may never have mcp:write
+SHORT_ID = "toolplex-short"  # its tokens live 2 s
+CLIENTS = [
+    {"client_id": CLIENT_ID, "client_secret": SECRET, "scopes": ["mcp:read", "mcp:write"]},
+    {"client_id": NARROW_ID, "client_secret": SECRET, "scopes": ["mcp:read"]},
+    {"client_id": SHORT_ID, "client_secret": SECRET, "scopes": ["mcp:read", "mcp:write"], "access_token_ttl": 2},
+]
 
 
 @pytest.fixture(scope="module")
@@ -117,18 +122,14 @@ async def test_the_token_is_cached_across_calls(auth: AuthServer, make: Any) -> 
     assert tokens(auth) - before == 1
 
 
-async def test_a_token_is_renewed_before_it_expires(tmp_path: Path, upstream: str, make: Any) -> None:
+async def test_a_token_is_renewed_before_it_expires(auth: AuthServer, make: Any) -> None:
     """Tokens living 2 s, renewed 1.5 s before: a call after the first half second needs a new one."""
-    with (
-        AuthServer(tmp_path, clients=CLIENTS, access_token_ttl=2) as short,
-        python_server("tests.oauth.upstream_protected_server", "--issuer", short.issuer) as port,
-    ):
-        backend = make({"oauth": oauth(expiry_margin_s=1.5)}, url=f"http://127.0.0.1:{port}/mcp")
-        await call(backend, "whoami")
-        assert tokens(short) == 1
-        await asyncio.sleep(0.6)  # time passing is what is tested: the token is past its renewal point
-        await call(backend, "whoami")
-        assert tokens(short) == 2
+    backend = make({"oauth": {"client_id": SHORT_ID, "client_secret": SECRET, "expiry_margin_s": 1.5}})
+    await call(backend, "whoami")
+    before = tokens(auth)
+    await asyncio.sleep(0.6)  # time passing is what is tested: the token is past its renewal point
+    await call(backend, "whoami")
+    assert tokens(auth) - before == 1
 
 
 async def test_a_401_drops_the_token_and_retries_once(auth: AuthServer, upstream: str, make: Any) -> None:
@@ -151,19 +152,15 @@ async def test_insufficient_scope_steps_up_to_the_union(auth: AuthServer, make: 
     assert tokens(auth) - before == 1
 
 
-async def test_step_up_is_bounded_when_the_scope_is_never_granted(tmp_path: Path, make: Any) -> None:
+async def test_step_up_is_bounded_when_the_scope_is_never_granted(auth: AuthServer, make: Any) -> None:
     """A client that may not have the challenged scope: the call fails after a bounded number of tries."""
-    clients = [{"client_id": CLIENT_ID, "client_secret": SECRET, "scopes": ["mcp:read"]}]
-    with (
-        AuthServer(tmp_path, clients=clients) as narrow,
-        python_server("tests.oauth.upstream_protected_server", "--issuer", narrow.issuer) as port,
-    ):
-        backend = make({"oauth": oauth(max_attempts=3)}, url=f"http://127.0.0.1:{port}/mcp")
-        await call(backend, "whoami")
-        with pytest.raises(GatewayError) as caught:
-            await call(backend, "write_note", {"text": "x"})
-        assert "invalid_scope" in caught.value.failure.message
-        assert tokens(narrow) <= 3
+    backend = make({"oauth": {"client_id": NARROW_ID, "client_secret": SECRET, "max_attempts": 3}})
+    await call(backend, "whoami")
+    before = tokens(auth)
+    with pytest.raises(GatewayError) as caught:
+        await call(backend, "write_note", {"text": "x"})
+    assert "invalid_scope" in caught.value.failure.message
+    assert tokens(auth) - before <= 3
 
 
 async def test_token_exchange_per_caller(auth: AuthServer, upstream: str, make: Any) -> None:
