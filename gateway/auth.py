@@ -113,36 +113,17 @@ class JwtAuth:
             return None  # not a JWT: another method (an API key) may know it
         except jwt.InvalidTokenError as exc:  # a non-string `kid`, a bad or unsupported `crit`, ...
             raise _unauthenticated(f"JWT header is invalid: {exc}") from None
-        algorithm = header.get("alg")
-        if algorithm != self.ALGORITHM:
-            shown = algorithm if isinstance(algorithm, str) and len(algorithm) <= 20 else type(algorithm).__name__
-            raise _unauthenticated(f"JWT algorithm {shown!r} is not accepted; tokens must be signed with HS256")
-        if "crit" in header:  # no critical extension is understood here (RFC 7515 4.1.11)
-            raise _unauthenticated("JWT header names critical extensions ('crit'); none is supported")
-        try:
-            claims = jwt.decode(
-                token,
-                self._secret,
-                algorithms=[self.ALGORITHM],
-                audience=self.audience,
-                issuer=self.issuer,
-                leeway=self.leeway,
-                options={"require": ["exp", *(["iss"] if self.issuer is not None else [])]},
-            )
-        except jwt.ExpiredSignatureError:
-            raise _unauthenticated("JWT has expired") from None
-        except jwt.MissingRequiredClaimError as exc:
-            raise _unauthenticated(f"JWT lacks the required claim {exc.claim!r}") from None
-        except jwt.InvalidAudienceError:
-            raise _unauthenticated("JWT audience is not accepted by this gateway") from None
-        except jwt.InvalidIssuerError:
-            raise _unauthenticated("JWT issuer is not accepted by this gateway") from None
-        except jwt.InvalidSignatureError:
-            raise _unauthenticated("JWT signature is invalid") from None
-        except jwt.InvalidTokenError as exc:
-            raise _unauthenticated(f"JWT is invalid: {exc}") from None
-        except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # whatever a hostile token trips
-            raise _unauthenticated(f"JWT is invalid: {type(exc).__name__}") from None
+        check_header(header, (self.ALGORITHM,), "; tokens must be signed with HS256")
+        claims = verified_claims(
+            token,
+            self._secret,
+            algorithm=self.ALGORITHM,
+            audience=self.audience,
+            issuer=self.issuer,
+            leeway=self.leeway,
+            require=["exp", *(["iss"] if self.issuer is not None else [])],
+            foreign_audience="JWT audience is not accepted by this gateway",
+        )
         subject = claims.get(self.principal_claim)
         if not isinstance(subject, str) or not subject:
             raise _unauthenticated(
@@ -158,6 +139,60 @@ class JwtAuth:
         for value in claim_values(claims.get(self.claim), self.claim):
             globs.update(dict.fromkeys(self.grants.get(value, ())))
         return tuple(globs)
+
+
+def check_header(header: Mapping[str, Any], accepted: tuple[str, ...], refused: str) -> str:
+    """The header's algorithm, when it is one of `accepted` (else UNAUTHENTICATED, `refused` appended to the
+    message) and the header names no critical extension (none is understood here, RFC 7515 4.1.11)."""
+    algorithm = header.get("alg")
+    if algorithm not in accepted:
+        shown = algorithm if isinstance(algorithm, str) and len(algorithm) <= 20 else type(algorithm).__name__
+        raise _unauthenticated(f"JWT algorithm {shown!r} is not accepted{refused}")
+    if "crit" in header:
+        raise _unauthenticated("JWT header names critical extensions ('crit'); none is supported")
+    return str(algorithm)
+
+
+def verified_claims(
+    token: str,
+    key: Any,
+    *,
+    algorithm: str,
+    audience: str | list[str] | None,
+    issuer: str | None,
+    leeway: float,
+    require: list[str],
+    foreign_audience: str,
+) -> dict[str, Any]:
+    """A JWT's claims once its signature (`key`, `algorithm`), `aud`, `iss`, `exp`/`nbf` and required claims
+    hold; else UNAUTHENTICATED saying which did not (`foreign_audience` for a token meant for another audience).
+    The shared-secret JWTs and the OAuth issuers' tokens are decoded here alike."""
+    try:
+        return jwt.decode(
+            token,
+            key,
+            algorithms=[algorithm],
+            audience=audience,
+            issuer=issuer,
+            leeway=leeway,
+            options={"require": require},
+        )
+    except jwt.ExpiredSignatureError:
+        raise _unauthenticated("JWT has expired") from None
+    except jwt.ImmatureSignatureError:
+        raise _unauthenticated("JWT is not valid yet (nbf)") from None
+    except jwt.MissingRequiredClaimError as exc:
+        raise _unauthenticated(f"JWT lacks the required claim {exc.claim!r}") from None
+    except jwt.InvalidAudienceError:
+        raise _unauthenticated(foreign_audience) from None
+    except jwt.InvalidIssuerError:
+        raise _unauthenticated("JWT issuer is not accepted by this gateway") from None
+    except jwt.InvalidSignatureError:
+        raise _unauthenticated("JWT signature is invalid") from None
+    except (jwt.InvalidTokenError, jwt.InvalidKeyError) as exc:
+        raise _unauthenticated(f"JWT is invalid: {exc}") from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # whatever a hostile token trips
+        raise _unauthenticated(f"JWT is invalid: {type(exc).__name__}") from None
 
 
 def claim_values(value: Any, claim: str) -> list[str]:
