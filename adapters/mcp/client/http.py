@@ -32,7 +32,7 @@ import httpx2
 import structlog
 
 from gateway.errors import GatewayError
-from gateway.oauth.client import Caller, UpstreamOAuth
+from gateway.oauth.client import Caller, UpstreamOAuth, as_it_is
 
 log = structlog.get_logger("toolplex.mcp")
 
@@ -150,27 +150,18 @@ class McpAuth(httpx2.Auth):
     def __init__(self, oauth: UpstreamOAuth) -> None:
         self.oauth = oauth
 
-    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+    def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        """`authorize` is itself the flow httpx2 drives (and closes); a forwarded request goes as it is."""
         exchange = EXCHANGE.get()
         if exchange is not None and exchange.credentials is not None:
-            yield request
-            return
+            return as_it_is(request)
 
         def noted(error: GatewayError) -> None:
             if exchange is not None:
                 exchange.auth_error = error
             log.warning("mcp_oauth_failed", backend=self.oauth.backend, error=error.failure.message)
 
-        flow = self.oauth.authorize(request, exchange.caller if exchange is not None else None, noted)
-        try:
-            outgoing = await flow.__anext__()
-            while True:
-                response = yield outgoing
-                outgoing = await flow.asend(response)
-        except StopAsyncIteration:
-            return
-        finally:
-            await flow.aclose()
+        return self.oauth.authorize(request, exchange.caller if exchange is not None else None, noted)
 
 
 def http_client(
