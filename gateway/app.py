@@ -116,6 +116,8 @@ class GatewayApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
+        if self.gateway.draining and scope["type"] == "http":
+            send = _closing(send)
         await self.gateway.snapshot.app(scope, receive, send)
 
     @asynccontextmanager
@@ -157,3 +159,16 @@ def create_app(config: GatewayConfig, *, start_with_server: bool = True, bind_ho
     register_secrets(config_secrets(config.data))  # API keys, upstream credentials: never in a log line
     gateway = Gateway(config, app_builder=front_app_builder(bind_host))
     return GatewayApp(gateway, start_with_server=start_with_server)
+
+
+def _closing(send: Send) -> Send:
+    """`send`, each answer saying `Connection: close`: while a replica drains, a proxy in front keeps no idle
+    connection to it, so none is closed under a request the proxy just sent (which it could not send again)."""
+
+    async def closing(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+            message = {**message, "headers": [*headers, (b"connection", b"close")]}
+        await send(message)
+
+    return closing

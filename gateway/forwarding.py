@@ -69,6 +69,11 @@ def end_to_end(headers: Iterable[tuple[bytes, bytes]], *, dropped: Iterable[str]
     return [(name, value) for name, value in lowered if name.decode("latin-1") not in gone]
 
 
+class HomeUnreachable(GatewayError):
+    """The owner could not be connected to (nothing of the request left this replica): for state that can
+    move, the owner is taken as lost (`gateway.homes`)."""
+
+
 class Forwarder:
     """One pooled client for every replica this one forwards to."""
 
@@ -90,12 +95,6 @@ class Forwarder:
             )
         return self._client
 
-    async def owner_url(self, replica_id: str | None) -> str | None:
-        """The address to forward to: None when the owner is this replica, or is lost (its lease ran out)."""
-        if replica_id is None or self.replicas.is_self(replica_id):
-            return None
-        return await self.replicas.address(replica_id)
-
     async def forward(self, request: Request, url: str, *, body: bytes | None = None) -> Response:
         """The owner's answer to this request; `body` when the request's body was already read here.
 
@@ -112,7 +111,8 @@ class Forwarder:
         try:
             answer = await client.send(outgoing, stream=True)
         except httpx.HTTPError as exc:
-            raise GatewayError(
+            unsent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)  # the owner never saw it
+            raise (HomeUnreachable if unsent else GatewayError)(
                 Failure(
                     kind=ErrorKind.UPSTREAM_UNAVAILABLE,
                     message="The gateway replica holding this request's session or call cannot be reached now",

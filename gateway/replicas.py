@@ -53,12 +53,14 @@ class Replicas:
         self.url: str | None = None  # known once the port is bound
         self.started = time.time()
         self._heartbeat: asyncio.Task[None] | None = None
+        self.leaving = False  # stopping: what can move (sessions) moves to other replicas (`leave`)
 
     def _key(self, replica_id: str) -> str:
         return f"{NAMESPACE}:{replica_id}"
 
     def _record(self) -> dict[str, Any]:
-        return {"url": self.url, "pid": os.getpid(), "started": self.started}
+        record = {"url": self.url, "pid": os.getpid(), "started": self.started}
+        return {**record, "leaving": True} if self.leaving else record
 
     async def register(self, url: str) -> None:
         """Announce this replica at `url` and keep the lease renewed until `deregister`."""
@@ -87,15 +89,35 @@ class Replicas:
         with contextlib.suppress(GatewayError):
             await self.store.delete(self._key(self.id))
 
+    async def leave(self) -> None:
+        """Say that this replica is stopping: it still serves what reaches it and keeps its lease (its running
+        calls are followed to their end), but other replicas adopt its sessions rather than forward to it."""
+        if self.leaving:
+            return
+        self.leaving = True
+        if self.url is not None:
+            try:
+                await self.store.set(self._key(self.id), self._record(), self.lease_s)
+            except GatewayError as exc:  # the store is down: the sessions move once the lease runs out
+                log.warning("replica_leave_not_recorded", replica=self.id, error=exc.failure.developer_message)
+        log.info("replica_leaving", replica=self.id)
+
     def is_self(self, replica_id: str | None) -> bool:
         return replica_id is None or replica_id == self.id
 
     async def address(self, replica_id: str) -> str | None:
         """Where a live replica is reached; None when its lease ran out (it is lost) or it never existed."""
+        found = await self.lookup(replica_id)
+        return None if found is None else found[0]
+
+    async def lookup(self, replica_id: str) -> tuple[str | None, bool] | None:
+        """A live replica's address and whether it is leaving (`leave`); None when its lease ran out."""
         if replica_id == self.id:
-            return self.url
+            return self.url, self.leaving
         record = await self.store.get(self._key(replica_id))
-        return None if record is None else record.get("url")
+        if not isinstance(record, dict):
+            return None
+        return record.get("url"), bool(record.get("leaving"))
 
     async def alive(self, replica_id: str) -> bool:
         if replica_id == self.id:

@@ -279,6 +279,7 @@ class Gateway:
         self._app_builder = app_builder
         self.discovery: Discovery | None = None
         self.ready = False
+        self._leaving: asyncio.Task[None] | None = None
         self.draining = False  # a stop is on its way (`server.drain_s`): /readyz fails while requests are served
         self.reloads = {"ok": 0, "failed": 0}
         self._reload_lock = asyncio.Lock()
@@ -514,6 +515,12 @@ class Gateway:
         task = asyncio.get_running_loop().create_task(retire(), name="retire-backends")
         self._retiring[task] = waiting
         task.add_done_callback(lambda done: self._retiring.pop(done, None))
+
+    def leave(self) -> asyncio.Task[None]:
+        """Say in the store that this replica is stopping (`Replicas.leave`): its sessions move to the others."""
+        if self._leaving is None:
+            self._leaving = asyncio.get_running_loop().create_task(self.replicas.leave(), name="leave")
+        return self._leaving
 
     async def drain(self, grace: float) -> int:
         """Stop taking calls; wait up to `grace` s for running ones, then end the rest with an answer."""

@@ -177,6 +177,8 @@ class GatewayServer(uvicorn.Server):
 
     async def shutdown(self, sockets: Any = None) -> None:
         log.info("shutdown_started", grace_s=self.grace, calls=self.gateway.running)
+        self.gateway.draining = True
+        await self.gateway.leave()
         draining = asyncio.create_task(self.gateway.drain(self.grace), name="drain")
         try:
             await super().shutdown(sockets)  # stop accepting, close idle connections, wait for busy ones
@@ -204,6 +206,7 @@ class GatewayServer(uvicorn.Server):
             self._draining = None
         elif not self.should_exit and self.drain > 0:
             self.gateway.draining = True  # /readyz says so at once; requests are still served
+            self.gateway.leave()  # sessions move to other replicas while this one goes on serving
             log.info("drain_started", drain_s=self.drain, calls=self.gateway.running)
             self._draining = asyncio.get_running_loop().call_later(self.drain, self._drained, sig)
             return

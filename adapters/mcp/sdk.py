@@ -31,6 +31,7 @@ __all__ = [
     "lifespan_state",
     "open_sessions",
     "register_session",
+    "serve_opening",
     "server_info_stamp",
     "sse_event",
     "sse_headers",
@@ -110,6 +111,14 @@ async def discard_session(
 ) -> None:
     """The manager's own discarding of a session (forgotten at once, its transport terminated)."""
     await StreamableHTTPSessionManager._discard_session(manager, session_id, transport)
+
+
+async def serve_opening(
+    manager: StreamableHTTPSessionManager, transport: StreamableHTTPServerTransport, scope: Any, receive: Any, send: Any
+) -> None:
+    """Start an admitted session's server task and let it answer its opening request, as the manager does for
+    a new session (a refused opening discards the session again)."""
+    await manager._serve_opening_request(transport, scope, receive, send)
 
 
 # The manager's steps a subclass replaces (by these names): admit one session, discard one.

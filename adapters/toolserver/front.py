@@ -42,6 +42,7 @@ from adapters.toolserver.settings import ToolServerFrontSettings
 from gateway.auth import client_credentials
 from gateway.backends import Backend, EnvDescriptions, Feature, SessionBackend
 from gateway.errors import ConfigError, ErrorKind, Failure, GatewayError
+from gateway.forwarding import HomeUnreachable
 from gateway.homes import Where
 from gateway.http import (
     PassedOnResponse,
@@ -224,17 +225,19 @@ class ToolServerFront:
         return caller
 
     async def _at_home(self, request: Request, session: Session) -> Session:
-        """Forward the request to the session's home replica; adopt the session when that replica was lost.
+        """Forward the request to the session's home replica; adopt the session when that replica was lost, is
+        stopping, or cannot be connected to (`gateway.homes`: a session moves; its files are on the shared
+        workspace volume where one is configured, its upstream node sessions are opened again).
 
         The home holds what lives in one process: the session's workspace on disk,
         its pending calls, its upstream node sessions.
         """
-        route = await self.services.homes.route(session.home, request)
+        route = await self.services.homes.route(session.home, request, movable=True)
         if route.where is Where.HERE:
             return session
         if route.where is Where.THERE:
             raise _Forward(str(route.url))
-        log.warning("session_adopted", lost_replica=session.home, replica=self.services.replicas.id)
+        log.warning("session_adopted", former_home=session.home, replica=self.services.replicas.id)
         return await self.sessions.adopt(session)
 
     async def _body(self, request: Request) -> Any:
@@ -277,7 +280,7 @@ class ToolServerFront:
         raise _Answer(422, items)
 
     def _endpoint(self, handler: Handler, *, with_session: bool = True) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
+        async def endpoint(request: Request, home_unreachable: bool = False) -> Response:
             try:
                 caller = await self._caller(request) if with_session else _Caller(self._authenticate(request), None)
                 form = browser_form_content_type(request)
@@ -287,6 +290,10 @@ class ToolServerFront:
             except _Forward as forward:
                 try:
                     return await self.services.homes.forward(request, forward.url, body=forward.body)
+                except HomeUnreachable as exc:
+                    if home_unreachable:  # adopted, and its new home is unreachable too: answer
+                        return self._failure(exc.failure)
+                    return await endpoint(request, home_unreachable=True)  # nothing was sent: adopt it here
                 except GatewayError as exc:
                     return self._failure(exc.failure)
             except _Answer as answer:

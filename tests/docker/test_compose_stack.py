@@ -1,4 +1,5 @@
-"""The compose stack for real: build the image, `up --scale gateway=2`, call through nginx, tear down.
+"""The compose stack for real: build the image, `up --scale gateway=2`, call through nginx, tear down;
+and the scaling scenario of tests/docker/load.py under load on the engine (`make compose-test`).
 
 Runs only where `docker compose` works and `docker info` reaches an engine that can pull the base
 images; skipped otherwise, saying which (the machines this project is developed on have a docker
@@ -8,16 +9,19 @@ port, and is removed, volumes included, whatever happens.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from tests.docker.load import STEP_TIMEOUT_S, check, run_scenario
 from tests.docker.stack import COMPOSE, DOCKERFILE, compose, wait_until_ok
 from tests.support import ROOT, free_port
 
@@ -101,3 +105,53 @@ def test_two_replicas_behind_nginx(stack: tuple[str, list[str], dict[str, str]])
     logs = docker(*command, "logs", "--no-color", "--no-log-prefix", "nginx", env=env).stdout
     upstreams = {m.group(1) for m in re.finditer(r"upstream=(\d+\.\d+\.\d+\.\d+:8080)", logs)}
     assert len(upstreams) == 2, f"nginx did not use both replicas: {upstreams}"
+
+
+class ComposeDeployment:
+    """The stack's gateway replicas changed with the engine's own commands (`tests.docker.load.Deployment`)."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.command = command
+        self.env = env
+
+    def _run(self, *args: str, timeout: float = 180) -> str:
+        done = docker(*args, timeout=timeout, env=self.env)
+        assert done.returncode == 0, f"docker {' '.join(args)}: {done.stderr[-2000:]}"
+        return done.stdout
+
+    def replicas(self) -> list[str]:
+        return self._run(*self.command, "ps", "--quiet", "gateway").split()
+
+    def _healthy(self, container: str) -> None:
+        deadline = time.monotonic() + STEP_TIMEOUT_S
+        while True:
+            state = json.loads(self._run("inspect", "--format", "{{json .State}}", container))
+            if state.get("Health", {}).get("Status") == "healthy":
+                return
+            assert time.monotonic() < deadline, f"{container} not healthy: {state}"
+            time.sleep(0.2)
+
+    def scale(self, replicas: int) -> None:
+        """`up --scale`: new replicas started and waited for; extra ones stopped (drained) and removed."""
+        self._run(*self.command, "up", "-d", "--no-build", "--no-recreate", "--wait", "--scale", f"gateway={replicas}")
+        assert len(self.replicas()) == replicas
+
+    def restart_each(self) -> list[str]:
+        names = self.replicas()
+        for container in names:
+            self._run("restart", "--time", "40", container)  # SIGTERM: drain, grace, then start again
+            self._healthy(container)
+        return names
+
+    def kill_one(self) -> None:
+        self._run("kill", self.replicas()[0])
+
+
+def test_scaling_restarting_and_losing_replicas_under_load_on_the_engine(
+    stack: tuple[str, list[str], dict[str, str]],
+) -> None:
+    base, command, env = stack
+    deployment = ComposeDeployment(command, env)
+    deployment.scale(2)
+    wait_until_ok(f"{base}/healthz", CALL_TIMEOUT_S)
+    check(run_scenario(base, deployment))

@@ -131,6 +131,8 @@ def test_dockerfile_is_slim_non_root_with_node_20_and_a_healthcheck() -> None:
     users = re.findall(r"^USER (\S+)", text, re.M)
     assert users and users[-1] not in ("root", "0"), "the image runs as an unprivileged user"
     assert re.search(r"^HEALTHCHECK .*/healthz", text, re.M | re.S)
+    interval = re.search(r"^HEALTHCHECK .*--interval=(\d+)s", text, re.M)
+    assert interval and int(interval.group(1)) <= 2, "a healthy gateway is seen within 2 s (no start_interval < 25)"
     assert "TOOLPLEX_PORT=8080" in text and "TOOLPLEX_CONFIG=config/gateway.yaml" in text
     assert re.search(r'^ENTRYPOINT \["toolplex", "serve"\]', text, re.M)
     # No `# syntax=` directive: BuildKit would pull docker/dockerfile from a registry the build needs nothing of.
@@ -214,3 +216,14 @@ def test_a_stopping_replica_drains_and_nginx_moves_on_within_a_second() -> None:
     (connect,) = [d for d in directives if d.startswith("proxy_connect_timeout ")]
     assert connect.split()[1] == "1s"
     assert "proxy_next_upstream error timeout" in directives  # never non_idempotent: no call is sent twice
+
+
+def test_health_checks_see_a_healthy_service_within_two_seconds() -> None:
+    """`up` waits for redis, then tools, then the gateways, then nginx, each for its health check: with
+    10 s intervals the waits add up (23 s to a healthy stack); every check here runs at least every 2 s."""
+    for name, service in compose()["services"].items():
+        check = service.get("healthcheck")
+        if check is None:
+            continue
+        seconds = float(str(check["interval"]).removesuffix("s"))
+        assert seconds <= 2, f"{name}: healthcheck interval {check['interval']}"

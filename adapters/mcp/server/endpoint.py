@@ -69,6 +69,7 @@ from adapters.mcp.server.passthrough import Passthrough, progress_token
 from adapters.mcp.server.sessions import OPENING, EventLogs, SessionManager
 from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, GatewayError
+from gateway.forwarding import HomeUnreachable
 from gateway.homes import Where
 from gateway.http import json_response, nesting_exceeds
 from gateway.model import Call, CallContext, Outcome, Principal, ToolSpec, permitted, principal_name
@@ -84,6 +85,7 @@ _BLANKS: Final = b" \t"  # what may surround a header value (RFC 9110 section 5.
 SERVER_NAME: Final = "toolplex"
 SESSION_HEADER: Final = "mcp-session-id"
 SESSION_HEADER_RAW: Final = SESSION_HEADER.encode()
+MAX_OPENING_BYTES: Final = 16384  # an `initialize` kept with its session's record, for an adoption, at most
 SESSION_SPACE: Final = "session.mcp"  # `gateway.homes` space of the sessions' homes, named "id@path"
 log = structlog.get_logger("toolplex.mcp")
 # The caller of the request being handled: set before the SDK sees the request, read by the schema
@@ -529,6 +531,7 @@ class Endpoint:
             }
             await json_response(body, status=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
             return
+        body = b""
         if scope["method"] == "POST":
             receive, refusal, body = await self._within_limits(scope, receive)
             if refusal is None and principal is not None and principal.grants:
@@ -541,7 +544,7 @@ class Endpoint:
         OPENING.set(principal_name(principal))  # whose a session this request opens is (`SessionManager`)
         session_id = _first(scope["headers"], SESSION_HEADER_RAW)
         if session_id is not None:
-            refusal = await self._session_route(scope, receive, session_id, principal)
+            refusal = await self._session_route(scope, receive, session_id, principal, body)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -555,7 +558,8 @@ class Endpoint:
                 if forwarded is not None:
                     await forwarded(scope, receive, send)
                     return
-        await self.manager.handle_request(scope, receive, self._recording(send, session_id, principal, scope))
+        opening = _opening(body) if session_id is None else None
+        await self.manager.handle_request(scope, receive, self._recording(send, session_id, principal, scope, opening))
 
     def _session_name(self, session_id: str) -> str:
         """A session's name among its principal's homes (`gateway.homes`, space `SESSION_SPACE`): its id at this
@@ -614,26 +618,28 @@ class Endpoint:
         return replayed, None, body
 
     async def _session_route(
-        self, scope: Scope, receive: Receive, session_id: str, principal: Principal | None
+        self, scope: Scope, receive: Receive, session_id: str, principal: Principal | None, body: bytes
     ) -> Response | None:
-        """None to serve the request here; else the answer: the home replica's, or 404 for a session nobody has."""
+        """None to serve the request here; else the answer: the home replica's, or 404 for a session nobody has.
+        A session whose home stopped, was lost or cannot be connected to is adopted here (`gateway.homes`)."""
         homes, owner, name = self.services.homes, principal_name(principal), self._session_name(session_id)
         record = await homes.find(SESSION_SPACE, owner, name)  # another principal's: unknown
         if record is None:
             return _not_found()
         request = Request(scope, receive)
-        route = await homes.route(record.get("home"), request)
+        route = await homes.route(record.get("home"), request, movable=True)
         if route.where is Where.HERE:
             if session_id not in sdk.open_sessions(self.manager):
                 await homes.forget(SESSION_SPACE, owner, name)
                 return _not_found()
             await homes.touch(SESSION_SPACE, owner, name, self.settings.session_idle_s)
             return None
-        if route.where is Where.GONE:  # the home replica is gone, and its sessions with it
-            await homes.forget(SESSION_SPACE, owner, name)
-            return _not_found()
+        if route.where is Where.GONE:
+            return await self._adopt(scope, session_id, owner, record)
         try:
-            return await homes.forward(request, str(route.url))
+            return await homes.forward(request, str(route.url), body=body if scope["method"] == "POST" else None)
+        except HomeUnreachable:  # nothing reached the home: the session goes on here
+            return await self._adopt(scope, session_id, owner, record)
         except GatewayError as exc:
             body = {
                 "jsonrpc": "2.0",
@@ -642,10 +648,28 @@ class Endpoint:
             }
             return json_response(body, status=503)
 
+    async def _adopt(self, scope: Scope, session_id: str, owner: str, record: dict[str, Any]) -> Response | None:
+        """Open here the session whose home is gone (None: serve the request here), or 404 when it cannot be
+        (it was opened before its `initialize` was kept, or this replica has no room for it)."""
+        homes, name = self.services.homes, self._session_name(session_id)
+        opening = record.get("opening")
+        if isinstance(opening, dict) and await self.manager.adopt(session_id, owner, opening, scope):
+            await homes.record(SESSION_SPACE, owner, name, self.settings.session_idle_s, opening=opening)
+            log.info("mcp_session_adopted", session=session_id[:12], former_home=record.get("home"), path=self.path)
+            return None
+        await homes.forget(SESSION_SPACE, owner, name)
+        return _not_found()
+
     def _recording(
-        self, send: Send, session_id: str | None, principal: Principal | None, scope: Scope
+        self,
+        send: Send,
+        session_id: str | None,
+        principal: Principal | None,
+        scope: Scope,
+        opening: dict[str, Any] | None,
     ) -> Callable[[Message], Awaitable[None]]:
-        """`send`, recording a session the answer opens (its home: this replica) and forgetting one DELETEd."""
+        """`send`, recording a session the answer opens (its home: this replica; its client's `initialize`
+        params, `opening`, for another replica to adopt it) and forgetting one DELETEd."""
         homes, idle = self.services.homes, self.settings.session_idle_s
         owner = principal_name(principal)
 
@@ -655,13 +679,28 @@ class Endpoint:
                 if session_id is None and status < 400:
                     opened = Headers(raw=message.get("headers", [])).get(SESSION_HEADER)
                     if opened is not None:
-                        await homes.record(SESSION_SPACE, owner, self._session_name(opened), idle)
+                        facts = {"opening": opening} if opening is not None else {}
+                        await homes.record(SESSION_SPACE, owner, self._session_name(opened), idle, **facts)
                 elif session_id is not None and scope["method"] == "DELETE" and status < 400:
                     await homes.forget(SESSION_SPACE, owner, self._session_name(session_id))
                     self.sessions.pop(session_id, None)
             await send(message)
 
         return recording
+
+
+def _opening(body: bytes) -> dict[str, Any] | None:
+    """The params of an `initialize` request (kept with the session it opens), when small enough to keep."""
+    if b'"initialize"' not in body or len(body) > MAX_OPENING_BYTES:
+        return None
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "initialize":
+        return None
+    params = message.get("params")
+    return params if isinstance(params, dict) else None
 
 
 def _unknown_tool(name: str) -> MCPError:

@@ -13,10 +13,17 @@ events go; when everyone's shares fill the endpoint, a new event is sent live bu
 random bits, each principal within its share of `max_sessions` (a new session beyond it gets the SDK's
 503 "Too many open sessions"), and the session's own event log; a discarded session's log and per-session
 state (`on_discard`) go with it.
+
+A session whose home replica stopped, or cannot be reached, is adopted by the replica its next request
+reaches (`SessionManager.adopt`): a session under the same id, opened again with the client's own
+`initialize` (kept with the session's record in the state store), so its client goes on without a new
+handshake. What lived only in the old home goes: its event log (a `Last-Event-ID` from before is unknown
+there) and its open streams.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections import Counter, OrderedDict
 from collections.abc import Callable
@@ -26,6 +33,7 @@ from typing import Any, Final
 
 import anyio
 import mcp_types as types
+import orjson
 import structlog
 from mcp.server.streamable_http import (
     GET_STREAM_KEY,
@@ -35,6 +43,7 @@ from mcp.server.streamable_http import (
     StreamableHTTPServerTransport,
 )
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.types import Message, Receive, Scope
 
 from adapters.mcp import sdk
 from gateway.errors import GatewayError
@@ -186,9 +195,12 @@ class SessionManager(StreamableHTTPSessionManager):
         self.on_discard = on_discard
         self.owners: dict[str, str] = {}  # session id -> its principal
         self.held: Counter[str] = Counter()  # principal -> its open sessions
+        self._adopting = anyio.Lock()  # one adoption at a time (two requests of one session may race to adopt it)
 
     def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
-        owner = OPENING.get()
+        return self._admit(OPENING.get(), secrets.token_hex(ID_BYTES), requestor)
+
+    def _admit(self, owner: str, session_id: str, requestor: Any) -> StreamableHTTPServerTransport | None:
         if self.max_sessions is not None:
             if len(sdk.open_sessions(self)) >= self.max_sessions:
                 return None
@@ -196,7 +208,6 @@ class SessionManager(StreamableHTTPSessionManager):
             if self.held[owner] >= share:
                 log.warning("mcp_sessions_share_full", principal=owner or None, sessions=share)
                 return None
-        session_id = secrets.token_hex(ID_BYTES)
         transport = StreamableHTTPServerTransport(
             mcp_session_id=session_id,
             is_json_response_enabled=self.json_response,
@@ -210,6 +221,27 @@ class SessionManager(StreamableHTTPSessionManager):
         self.held[owner] += 1
         return transport
 
+    async def adopt(self, session_id: str, owner: str, opening: dict[str, Any], scope: Scope) -> bool:
+        """Open `owner`'s session `session_id` here, with the client's `initialize` params `opening` answered
+        and `notifications/initialized` sent as its client did; True once it is open (or already was)."""
+        async with self._adopting:
+            if session_id in sdk.open_sessions(self):
+                return True
+            transport = self._admit(owner, session_id, None)
+            if transport is None:
+                return False
+            initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": opening}
+            answered = _Answer()
+            await sdk.serve_opening(self, transport, *_inner(scope, initialize, {}), answered)
+            if session_id not in sdk.open_sessions(self):
+                log.warning("mcp_session_not_adopted", session=session_id[:12], status=answered.status)
+                return False
+            version = answered.protocol_version() or str(opening.get("protocolVersion", ""))
+            headers = {"mcp-session-id": session_id, "mcp-protocol-version": version}
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await transport.handle_request(*_inner(scope, initialized, headers), _Answer())
+            return True
+
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         owner = self.owners.pop(session_id, None)
         if owner is not None:
@@ -219,3 +251,45 @@ class SessionManager(StreamableHTTPSessionManager):
             self.logs.forget(session_id)
             self.on_discard(session_id)
         await sdk.discard_session(self, session_id, transport)
+
+
+def _inner(scope: Scope, message: dict[str, Any], headers: dict[str, str]) -> tuple[Scope, Receive]:
+    """A POST of `message` to the endpoint of `scope`, as its client sends one (for a session's adoption)."""
+    body = orjson.dumps(message)
+    raw = [
+        (b"content-type", b"application/json"),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"content-length", str(len(body)).encode()),
+        *((name.encode(), value.encode("latin-1")) for name, value in headers.items()),
+        *((name, value) for name, value in scope["headers"] if name == b"host"),
+    ]
+    inner = {**scope, "method": "POST", "headers": raw, "query_string": b""}
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return inner, receive
+
+
+class _Answer:
+    """Takes an inner request's answer (no client reads it): its status and its first bytes."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.body = bytearray()
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        elif message["type"] == "http.response.body" and len(self.body) < 65536:
+            self.body += message.get("body", b"")
+
+    def protocol_version(self) -> str | None:
+        """The version the server answered `initialize` with (its JSON, or the SSE event that carries it)."""
+        found = re.search(rb'"protocolVersion"\s*:\s*"([^"]{1,40})"', bytes(self.body))
+        return found.group(1).decode() if found else None
