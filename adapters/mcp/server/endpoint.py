@@ -548,6 +548,8 @@ class Endpoint:
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
+            if session_id in self.manager.adopted and scope["method"] == "GET":
+                scope = self._resumed_after_move(scope, session_id)
         else:  # the common stateless request is answered without the SDK's per-request machinery
             if (replayed := await direct.serve(self, principal, scope, receive, send)) is None:
                 return
@@ -647,6 +649,14 @@ class Endpoint:
                 "error": {"code": types.INTERNAL_ERROR, "message": exc.failure.message},
             }
             return json_response(body, status=503)
+
+    def _resumed_after_move(self, scope: Scope, session_id: str) -> Scope:
+        """A GET of an adopted session resuming after an event of its old home (which this replica never had):
+        served as a new standalone stream rather than an empty replay its client would resume again and again."""
+        last = _first(scope["headers"], b"last-event-id")
+        if last is None or self.events.knows(session_id, last):
+            return scope
+        return {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"last-event-id"]}
 
     async def _adopt(self, scope: Scope, session_id: str, owner: str, record: dict[str, Any]) -> Response | None:
         """Open here the session whose home is gone (None: serve the request here), or 404 when it cannot be

@@ -129,6 +129,11 @@ class EventLogs:
         if log_ is not None and event is not None:
             log_.by_id.pop(event.id, None)
 
+    def knows(self, session: str, event_id: str) -> bool:
+        """`session` stored the event `event_id` and still keeps it."""
+        log_ = self._logs.get(session)
+        return log_ is not None and event_id in log_.by_id
+
     def forget(self, session: str) -> None:
         """The session ended: its events go."""
         log_ = self._logs.pop(session, None)
@@ -196,6 +201,7 @@ class SessionManager(StreamableHTTPSessionManager):
         self.owners: dict[str, str] = {}  # session id -> its principal
         self.held: Counter[str] = Counter()  # principal -> its open sessions
         self._adopting = anyio.Lock()  # one adoption at a time (two requests of one session may race to adopt it)
+        self.adopted: set[str] = set()  # sessions opened here by adoption (bounded by the open sessions)
 
     def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
         return self._admit(OPENING.get(), secrets.token_hex(ID_BYTES), requestor)
@@ -240,10 +246,12 @@ class SessionManager(StreamableHTTPSessionManager):
             headers = {"mcp-session-id": session_id, "mcp-protocol-version": version}
             initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
             await transport.handle_request(*_inner(scope, initialized, headers), _Answer())
+            self.adopted.add(session_id)
             return True
 
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         owner = self.owners.pop(session_id, None)
+        self.adopted.discard(session_id)
         if owner is not None:
             self.held[owner] -= 1
             if self.held[owner] <= 0:

@@ -63,6 +63,10 @@ def rpc(
     return http.post(f"{base}/mcp", json=body, headers=headers)
 
 
+def headers_of(session_id: str) -> dict[str, str]:
+    return {"MCP-Protocol-Version": HANDSHAKE, "Mcp-Session-Id": session_id}
+
+
 def open_session(http: httpx.Client, base: str) -> str:
     """`initialize` and `notifications/initialized` on `base`: a handshake-era session homed there."""
     params = {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "replicas", "version": "1"}}
@@ -110,6 +114,8 @@ def test_a_session_whose_home_was_killed_goes_on_through_the_other_at_once(repli
     with httpx.Client(headers=ACCEPT, timeout=DEADLINE_S) as http:
         session_id = open_session(http, a)
         assert message_of(rpc(http, b, session_id, "ping", {}, 2))["result"] == {}
+        pinged = rpc(http, a, session_id, "ping", {}, 3)  # answered on an SSE stream of A's: its events have ids
+        old_event = next(line for line in pinged.text.splitlines() if line.startswith("id:")).split(":", 1)[1].strip()
         os.kill(a_process.pid, signal.SIGKILL)  # no goodbye: its lease is still held
         a_process.wait(timeout=10)
 
@@ -121,6 +127,13 @@ def test_a_session_whose_home_was_killed_goes_on_through_the_other_at_once(repli
         assert message_of(added)["result"]["content"][0]["text"] == "7"
         assert time.monotonic() - started < 5
         assert message_of(rpc(http, b, session_id, "ping", {}, 4))["result"] == {}
+        # A GET resuming after an event of the old home opens the session's standalone stream here (never an
+        # empty replay its client would resume again and again): while it is open, another GET is refused.
+        resumed = {**headers_of(session_id), "Last-Event-ID": old_event, **ACCEPT}
+        with http.stream("GET", f"{b}/mcp", headers=resumed) as stream:
+            assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+            with http.stream("GET", f"{b}/mcp", headers={**headers_of(session_id), **ACCEPT}) as second:
+                assert second.status_code == 409  # "Only one SSE stream is allowed per session"
         # Another id is still unknown; the session still ends when its client ends it.
         assert rpc(http, b, secrets.token_hex(16), "ping", {}, 5).status_code == 404
         headers = {"MCP-Protocol-Version": HANDSHAKE, "Mcp-Session-Id": session_id}
