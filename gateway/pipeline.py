@@ -139,20 +139,23 @@ class Admission:
         task.uncancel()
         return True
 
-    async def drain(self, grace: float, answer_within: float = 5.0) -> int:
-        """Refuse new calls; give running ones `grace` seconds, then end the rest with "shutting down".
+    async def drain(self, grace: float, answer_within: float = 5.0, quiet: asyncio.Event | None = None) -> int:
+        """Give running calls `grace` seconds, then end the rest with "shutting down"; refuse new calls after.
 
-        An ended call is answered by its front like any failed call (no dropped
-        connection); `answer_within` bounds the wait for those answers. Returns
-        how many calls had to be ended.
+        Until then a new call is admitted: the server stopped accepting connections, so a new call is a request
+        it had accepted already (its body still on its way when the stop began), which deserves its answer.
+        `quiet` (set once the server's connections are all closed) says that no such request is left: without
+        it the drain ends as soon as no call runs. An ended call is answered by its front like any failed
+        call (no dropped connection); `answer_within` bounds the wait for those answers. Returns how many
+        calls had to be ended.
         """
-        self.shutting_down = True
-        waits = [asyncio.ensure_future(self._idle.wait()), asyncio.ensure_future(self._hurry.wait())]
+        waits = [asyncio.ensure_future(self._settled(quiet)), asyncio.ensure_future(self._hurry.wait())]
         try:
             await asyncio.wait(waits, timeout=max(0.0, grace), return_when=asyncio.FIRST_COMPLETED)
         finally:
             for waiting in waits:
                 waiting.cancel()
+            self.shutting_down = True
         if not self._running:
             return 0
         left = list(self._running)
@@ -165,6 +168,16 @@ class Admission:
         except TimeoutError:
             log.error("shutdown_calls_did_not_end", calls=self.running)
         return len(left)
+
+    async def _settled(self, quiet: asyncio.Event | None) -> None:
+        """No call runs, and (with `quiet`) no connection is left that could bring one."""
+        while True:
+            await self._idle.wait()
+            if quiet is None:
+                return
+            await quiet.wait()
+            if self._idle.is_set():
+                return
 
     def hurry(self) -> None:
         """Stop waiting for running calls: a draining gateway ends them now."""

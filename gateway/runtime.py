@@ -522,10 +522,11 @@ class Gateway:
             self._leaving = asyncio.get_running_loop().create_task(self.replicas.leave(), name="leave")
         return self._leaving
 
-    async def drain(self, grace: float) -> int:
-        """Stop taking calls; wait up to `grace` s for running ones, then end the rest with an answer."""
+    async def drain(self, grace: float, quiet: asyncio.Event | None = None) -> int:
+        """Wait up to `grace` s for running calls (and, with `quiet`, for the server's last connections), then end
+        the rest with an answer and take no new call (`Admission.drain`)."""
         self.ready = False
-        return await self.admission.drain(grace)
+        return await self.admission.drain(grace, quiet=quiet)
 
     def hurry(self) -> None:
         self.admission.hurry()

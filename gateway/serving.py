@@ -13,11 +13,15 @@ with the port actually bound, so `--port 0` says which one it got.
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
+import fcntl
 import logging
+import os
 import signal
 import socket
+import termios
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,6 +37,7 @@ log = structlog.get_logger("toolplex.server")
 
 ANSWER_MARGIN_S = 6.0  # after the grace: time for the ended calls' answers to be written out
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+READ_PENDING_S = 2.0  # at a stop: most time for requests already sent on open connections to be read
 
 
 def event_loop_factory(loop: str = "auto") -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -179,12 +184,55 @@ class GatewayServer(uvicorn.Server):
         log.info("shutdown_started", grace_s=self.grace, calls=self.gateway.running)
         self.gateway.draining = True
         await self.gateway.leave()
-        draining = asyncio.create_task(self.gateway.drain(self.grace), name="drain")
+        loop = asyncio.get_running_loop()
+        for factory, connection in self._stop_listening():
+            with contextlib.suppress(OSError):
+                await loop.connect_accepted_socket(factory, connection)
+        await self._read_pending()
+        quiet = asyncio.Event()  # every connection closed: no request is left that could bring a new call
+        draining = asyncio.create_task(self.gateway.drain(self.grace, quiet), name="drain")
         try:
             await super().shutdown(sockets)  # stop accepting, close idle connections, wait for busy ones
         finally:
+            quiet.set()
             ended = await draining
         log.info("shutdown_drained", ended_calls=ended)
+
+    async def _read_pending(self) -> None:
+        """Let requests already sent on open connections be read before uvicorn closes the connections it finds
+        idle: it would close one whose request was still unread in its socket (the client then sees a reset,
+        and a proxy cannot send a POST again). Bounded by READ_PENDING_S, however busy the loop is."""
+        deadline = asyncio.get_running_loop().time() + READ_PENDING_S
+        await asyncio.sleep(0)
+        while any(_unread(connection) for connection in list(self.server_state.connections)):
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("shutdown_requests_left_unread")
+                return
+            await asyncio.sleep(0.01)
+
+    def _stop_listening(self) -> list[tuple[Callable[[], asyncio.Protocol], socket.socket]]:
+        """Stop listening, taking first every connection already waiting in the listeners' backlogs (with its
+        protocol factory, to be served): closing a listener resets those, after their clients had sent their
+        requests, which a proxy cannot send again. From the last accept to the close nothing awaits, so a
+        connection comes either before (served) or after (refused at once, and sent elsewhere)."""
+        taken: list[tuple[Callable[[], asyncio.Protocol], socket.socket]] = []
+        for server in self.servers:
+            factory = getattr(server, "_protocol_factory", None)  # asyncio's Server keeps it under this name
+            # A duplicate keeps each socket listening while asyncio stops serving it (and closes its own).
+            listeners = [socket.socket(fileno=os.dup(s.fileno())) for s in server.sockets or ()] if factory else []
+            server.close()
+            for listener in listeners:
+                with listener:
+                    listener.setblocking(False)
+                    while True:
+                        try:
+                            connection, _ = listener.accept()
+                        except OSError:  # BlockingIOError: nothing (more) waiting
+                            break
+                        taken.append((factory, connection))
+        if taken:
+            log.info("shutdown_took_waiting_connections", connections=len(taken))
+        return taken
 
     @contextlib.contextmanager
     def signals(self) -> Iterator[None]:
@@ -224,3 +272,20 @@ class GatewayServer(uvicorn.Server):
             log.warning("sighup_ignored", reason="no configuration file to reload")
             return
         self.on_hangup()
+
+
+def _unread(connection: Any) -> bool:
+    """An idle connection (no request in progress) with bytes waiting in its socket: a request not read yet.
+    uvicorn's protocols keep the request in progress as `cycle` and their transport as `transport`."""
+    if getattr(connection, "cycle", None) is not None and not connection.cycle.response_complete:
+        return False
+    transport = getattr(connection, "transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.fileno() < 0:
+        return False
+    waiting = array.array("i", [0])
+    try:
+        fcntl.ioctl(sock.fileno(), termios.FIONREAD, waiting)
+    except OSError:
+        return False
+    return waiting[0] > 0

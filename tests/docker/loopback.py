@@ -96,10 +96,10 @@ def loopback_nginx_conf(dns_port: int, gateway_port: int, listen_port: int, *, v
     """docker/nginx.conf with Docker's DNS, the replicas' port and the published port swapped; nothing else
     (and, with `valid_s`, how long nginx keeps a DNS answer)."""
     text = NGINX_CONF.read_text()
-    valid = f"valid={valid_s}s" if valid_s is not None else "valid=10s"
+    valid = f"valid={valid_s}s" if valid_s is not None else "valid=2s"
     swaps = {
-        "resolver 127.0.0.11 valid=10s ": f"resolver 127.0.0.1:{dns_port} {valid} ",
-        "server gateway:8080 resolve;": f"server gateway:{gateway_port} resolve;",
+        "resolver 127.0.0.11 valid=2s ": f"resolver 127.0.0.1:{dns_port} {valid} ",
+        "server gateway:8080 resolve ": f"server gateway:{gateway_port} resolve ",
         "listen 80;": f"listen 127.0.0.1:{listen_port};",
     }
     for old, new in swaps.items():

@@ -33,7 +33,7 @@ from tests.state.redis_server import redis_server
 from tests.support import free_port
 
 REPLICAS = ("127.0.0.2", "127.0.0.3")
-RESOLVE_TIMEOUT_S = 45.0  # nginx re-asks every 10 s (valid=10s)
+RESOLVE_TIMEOUT_S = 45.0  # nginx re-asks every 2 s (valid=2s)
 
 
 def served_by(access: Path, marker: str, timeout: float = 10.0) -> list[str]:

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -28,6 +29,7 @@ import pytest
 
 from gateway import runtime
 from gateway.errors import ErrorKind
+from gateway.serving import GatewayServer
 from tests.isolation.processes import eventually, running, wait_until
 from tests.support import ROOT, call_tool, free_port, started_gateway, wait_for_http
 
@@ -231,6 +233,23 @@ async def test_drain_waits_for_calls_that_finish_within_the_grace() -> None:
         await gateway.close()
 
 
+async def test_a_call_that_begins_while_connections_close_is_served_then_new_ones_are_refused() -> None:
+    gateway = await started_gateway(IN_PROCESS)
+    try:
+        quiet = asyncio.Event()  # the server's connections are not all closed yet
+        draining = asyncio.create_task(gateway.drain(grace=30, quiet=quiet))
+        await asyncio.sleep(0)  # the drain has begun
+        late = await call_tool(gateway, "Math_Add", {"a": 1, "b": 2})  # a request the server had accepted
+        assert late.error is None and late.value == 3
+        assert not draining.done()
+        quiet.set()  # the last connection closed: nothing else can bring a call
+        assert await asyncio.wait_for(draining, timeout=10) == 0
+        refused = await call_tool(gateway, "Math_Add", {"a": 1, "b": 2})
+        assert refused.error is not None and "shutting down" in refused.error.message
+    finally:
+        await gateway.close()
+
+
 async def test_drain_ends_calls_still_running_after_the_grace_with_an_answer() -> None:
     gateway = await started_gateway(IN_PROCESS)
     try:
@@ -334,3 +353,41 @@ def test_a_draining_gateway_fails_readyz_and_serves_on_until_the_drain_ends(tmp_
         if process.poll() is None:
             process.kill()
             process.wait(timeout=10)
+
+
+class _Answering(asyncio.Protocol):
+    """Answers whatever it reads with b"served" (a stand-in for uvicorn's HTTP protocol)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(b"served")
+        self.transport.close()
+
+
+async def test_stopping_serves_the_connections_already_waiting_and_refuses_later_ones() -> None:
+    """A stop closes the listener: connections the kernel had accepted for it (waiting in its backlog, their
+    requests sent) are served, not reset; a connection after the stop is refused, so a proxy sends it
+    elsewhere. The loop never runs between the clients' connects and the stop: they all wait in the backlog."""
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(_Answering, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    clients = []
+    for _ in range(3):
+        client = socket.create_connection(("127.0.0.1", port), timeout=5)
+        client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        clients.append(client)
+    stopping = SimpleNamespace(servers=[server])
+    taken = GatewayServer._stop_listening(stopping)  # type: ignore[arg-type]
+    assert len(taken) == 3
+    for factory, connection in taken:
+        await loop.connect_accepted_socket(factory, connection)
+    for client in clients:
+        client.setblocking(False)
+        answer = await asyncio.wait_for(loop.sock_recv(client, 16), timeout=5)
+        assert answer == b"served"
+        client.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5)
