@@ -7,6 +7,13 @@ cached or stale answer cannot pass: OpenTool `/opentool/call`, OXP `/tools/call`
 `call_id` each), ToolServerNode `/execute_tool` (a cookie session per connection) and
 JSON-RPC `/rpc` `tool.execute`. Every answer is checked; a wrong one stops the run.
 
+Proxied calls (`--proxied`): one upstream, a `toolplex serve` of the `--before` tree with its
+default configuration, and per tree a second gateway (bench/proxied.yaml) that reaches it as
+a `kind: opentool` backend (the upstream's Math.Add served as Ot.Add) and as a `kind: oxp`
+backend (Ox.Add). "opentool via opentool" asks `/opentool/call` for Ot_Add (the gateway calls
+the upstream's `/opentool/call`), "oxp via oxp" asks `/tools/call` for Ox.Add (the gateway calls
+the upstream's `/tools/call`). Both trees share the upstream; its CPU is not counted in theirs.
+
 Noise: within each round the two trees run back to back per front and concurrency, in
 alternating order from round to round, and the ratio after/before is the median of the
 rounds' own ratios, so that drifts of a shared machine hit both alike. Its 95 % interval
@@ -23,6 +30,7 @@ Bounded in count (requests x rounds) and in time (`--max-seconds`); servers alwa
 
     .venv/bin/python -m bench.compare_trees --before /tmp/before --after . \
         [--requests 200] [--rounds 25] [--concurrency 1 16] [--fronts oxp ...] [--max-seconds 1800]
+        [--proxied opentool oxp]  # proxied calls too (`--fronts` with no name: only those)
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,7 +58,9 @@ import psutil
 
 from tests.support import stop
 
-RESULTS = Path(__file__).resolve().parent / "results"
+BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results"
+PROXIED_CONFIG = BENCH / "proxied.yaml"
 TREES = ("before", "after")
 # The client's own CPU per request says whether it, rather than the server, set the pace.
 FIGURES = ("rps", "cpu_ms", "client_cpu_ms")
@@ -97,10 +107,10 @@ class Connection:
 
 @dataclass(frozen=True)
 class Front:
-    """How one front asks for Math.Add(a, 5) and what a correct answer looks like."""
+    """How one front asks for an addition (a, 5) and what a correct answer looks like."""
 
     path: str
-    body: Callable[[str, str, int], dict[str, Any]]  # (request id, OXP tool id, a) -> JSON body
+    body: Callable[[str, str, str, int], dict[str, Any]]  # (request id, flat name, OXP tool id, a) -> JSON body
     correct: Callable[[Any, str, int], bool]  # (decoded answer, request id, expected sum)
     session: bool = False  # ToolServerNode: a `node_id` cookie per connection
 
@@ -108,30 +118,47 @@ class Front:
 FRONTS = {
     "opentool": Front(
         "/opentool/call",
-        lambda rid, _tid, a: {"jsonrpc": "2.0", "method": "Math_Add", "params": {"a": a, "b": 5}, "id": rid},
+        lambda rid, flat, _tid, a: {"jsonrpc": "2.0", "method": flat, "params": {"a": a, "b": 5}, "id": rid},
         lambda ans, rid, want: ans.get("result") == {"result": want} and ans.get("id") == rid,
     ),
     "oxp": Front(
         "/tools/call",
-        lambda rid, tid, a: {"call_id": rid, "tool_id": tid, "input": {"a": a, "b": 5}},
+        lambda rid, _flat, tid, a: {"call_id": rid, "tool_id": tid, "input": {"a": a, "b": 5}},
         lambda ans, rid, want: ans.get("success") is True and ans.get("value") == want and ans.get("call_id") == rid,
     ),
     "toolserver": Front(
         "/execute_tool",
-        lambda _rid, _tid, a: {"tool_name": "Math_Add", "arguments": {"a": a, "b": 5}},
+        lambda _rid, flat, _tid, a: {"tool_name": flat, "arguments": {"a": a, "b": 5}},
         lambda ans, _rid, want: ans == want,
         session=True,
     ),
     "jsonrpc": Front(
         "/rpc",
-        lambda rid, _tid, a: {
+        lambda rid, flat, _tid, a: {
             "jsonrpc": "2.0",
             "method": "tool.execute",
-            "params": {"tool": "Math_Add", "parameters": {"a": a, "b": 5}},
+            "params": {"tool": flat, "parameters": {"a": a, "b": 5}},
             "id": rid,
         },
         lambda ans, rid, want: ans.get("id") == rid and (ans.get("result") or {}).get("output") == str(want),
     ),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of the table: a front asked for a tool, in process (`Math_Add`) or proxied (`Ot_Add`, `Ox_Add`)."""
+
+    name: str
+    front: str  # a key of FRONTS
+    tool: str  # the flat name the front asks for
+    proxied: bool = False
+
+
+# --proxied: the front asked, and the upstream backend of the same protocol (bench/proxied.yaml).
+PROXIED = {
+    "opentool": Case("opentool via opentool", "opentool", "Ot_Add", proxied=True),
+    "oxp": Case("oxp via oxp", "oxp", "Ox_Add", proxied=True),
 }
 
 
@@ -142,7 +169,7 @@ class Tree:
     root: Path
     port: int
     process: psutil.Process
-    oxp_tool_id: str = ""
+    oxp_tool_ids: dict[str, str] = field(default_factory=dict)  # flat name -> OXP tool id
 
     def cpu_seconds(self) -> float:
         """Time on CPU of every thread of the gateway and of its descendants (sidecars, workers).
@@ -209,15 +236,19 @@ def wait_ready(port: int, process: subprocess.Popen[bytes], timeout: float = 60.
 
 
 @contextlib.contextmanager
-def serve(root: Path, cpus: set[int] | None) -> Iterator[Tree]:
-    """`toolplex serve` of `root` with its default config; always stopped (terminate, then kill) and reaped."""
+def serve(
+    root: Path, cpus: set[int] | None, config: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[Tree]:
+    """`toolplex serve` of `root` with `config` (default: its own config/gateway.yaml); always stopped
+    (terminate, then kill) and reaped."""
     port = free_port()
-    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(root / "config" / "gateway.yaml")]
+    config = config or root / "config" / "gateway.yaml"
+    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--no-reload"]
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             [*cmd, "--port", str(port)],
             cwd=root,
-            env=tree_env(root),
+            env={**tree_env(root), **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=log,
             preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
@@ -226,7 +257,7 @@ def serve(root: Path, cpus: set[int] | None) -> Iterator[Tree]:
             wait_ready(port, process)
             tree = Tree(root, port, psutil.Process(process.pid))
             listing = asyncio.run(asyncio.wait_for(get_json(port, "/tools"), 10))
-            tree.oxp_tool_id = next(item["id"] for item in listing["items"] if item["name"] == "Math_Add")
+            tree.oxp_tool_ids = {item["name"]: item["id"] for item in listing["items"]}
             yield tree
         except BaseException:
             log.seek(0)
@@ -245,8 +276,9 @@ async def session_cookie(conn: Connection) -> str:
     return f"Cookie: {cookie}\r\n"
 
 
-async def drive(tree: Tree, front: Front, requests: int, concurrency: int, timeout: float) -> dict[str, float]:
+async def drive(tree: Tree, case: Case, requests: int, concurrency: int, timeout: float) -> dict[str, float]:
     """`requests` calls over `concurrency` connections: requests per second, server and client CPU ms per request."""
+    front, tool_id = FRONTS[case.front], tree.oxp_tool_ids[case.tool]
     conns = [await Connection.open(tree.port) for _ in range(concurrency)]
     try:
         extras = [await session_cookie(c) if front.session else "" for c in conns]
@@ -255,7 +287,7 @@ async def drive(tree: Tree, front: Front, requests: int, concurrency: int, timeo
         async def worker(conn: Connection, extra: str) -> None:
             for a in todo:
                 rid = unique_id()
-                body = json.dumps(front.body(rid, tree.oxp_tool_id, a)).encode()
+                body = json.dumps(front.body(rid, case.tool, tool_id, a)).encode()
                 status, _, raw = await conn.post(front.path, body, extra)
                 if status != 200 or not front.correct(json.loads(raw), rid, a + 5):
                     raise RuntimeError(f"{tree.root} {front.path}: wrong answer {status} {raw[:300]!r}")
@@ -314,62 +346,93 @@ def cells(s: dict[str, float], width: int, digits: int) -> str:
     return f"{s['before']:>{width}.{digits}f}{s['after']:>7.{digits}f}{s['ratio']:>7.3f}{span:>13}"
 
 
+@contextlib.contextmanager
+def gateways(
+    roots: dict[str, Path], cpus: set[int] | None, in_process: bool, proxied: bool
+) -> Iterator[dict[tuple[str, bool], Tree]]:
+    """Every gateway the cases need, by (tree, proxied): the in-process ones with each tree's default
+    configuration; for proxied calls, the shared upstream first, then each tree's bench/proxied.yaml."""
+    with contextlib.ExitStack() as stack:
+        trees: dict[tuple[str, bool], Tree] = {}
+        if in_process:
+            for name in TREES:
+                trees[name, False] = stack.enter_context(serve(roots[name], cpus))
+        if proxied:
+            upstream = stack.enter_context(serve(roots["before"], cpus))
+            env = {"BENCH_UPSTREAM_URL": f"http://127.0.0.1:{upstream.port}"}
+            for name in TREES:
+                trees[name, True] = stack.enter_context(serve(roots[name], cpus, PROXIED_CONFIG, env))
+        yield trees
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, required=True, help="source tree measured first in round 1")
     parser.add_argument("--after", type=Path, required=True)
-    parser.add_argument("--requests", type=int, default=200, help="per front, tree, concurrency and round")
+    parser.add_argument("--requests", type=int, default=200, help="per case, tree, concurrency and round")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--rounds", type=int, default=25)
-    parser.add_argument("--fronts", nargs="+", choices=list(FRONTS), default=list(FRONTS))
+    parser.add_argument(
+        "--fronts", nargs="*", choices=list(FRONTS), default=list(FRONTS), help="in-process calls (none: no name)"
+    )
+    parser.add_argument(
+        "--proxied", nargs="*", choices=list(PROXIED), default=[], help="proxied calls through these backend kinds"
+    )
     parser.add_argument("--max-seconds", type=float, default=1800, help="the whole run, servers started included")
     parser.add_argument("--no-pin", action="store_true", help="leave the client and the servers unpinned")
     args = parser.parse_args()
+    chosen = [Case(f, f, "Math_Add") for f in args.fronts] + [PROXIED[k] for k in args.proxied]
+    if not chosen:
+        parser.error("no case: name --fronts or --proxied")
     deadline = time.monotonic() + args.max_seconds
     server_cpus = pin(args.no_pin)
     roots = {"before": args.before.resolve(), "after": args.after.resolve()}
     imports = {name: check_imports(root) for name, root in roots.items()}
-    # results[front][concurrency][figure][tree]: one value per round
+    # results[case][concurrency][figure][tree]: one value per round
     results: dict[str, dict[int, dict[str, dict[str, list[float]]]]] = {
-        f: {c: {k: {t: [] for t in TREES} for k in FIGURES} for c in args.concurrency} for f in args.fronts
+        c.name: {n: {k: {t: [] for t in TREES} for k in FIGURES} for n in args.concurrency} for c in chosen
     }
 
-    def timed(tree: Tree, front: str, requests: int, concurrency: int) -> dict[str, float]:
+    def timed(tree: Tree, case: Case, requests: int, concurrency: int) -> dict[str, float]:
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError(f"--max-seconds {args.max_seconds} used up")
-        return asyncio.run(drive(tree, FRONTS[front], requests, concurrency, left))
+        return asyncio.run(drive(tree, case, requests, concurrency, left))
 
-    with serve(roots["before"], server_cpus) as before, serve(roots["after"], server_cpus) as after:
-        trees = {"before": before, "after": after}
-        for front, concurrency, name in itertools.product(args.fronts, args.concurrency, TREES):  # warm-up
-            timed(trees[name], front, min(200, args.requests), concurrency)
+    in_process, proxied = any(not c.proxied for c in chosen), any(c.proxied for c in chosen)
+    with gateways(roots, server_cpus, in_process, proxied) as trees:
+        for case, concurrency, name in itertools.product(chosen, args.concurrency, TREES):  # warm-up
+            timed(trees[name, case.proxied], case, min(200, args.requests), concurrency)
 
         def ours() -> float:
-            return time.process_time() + before.cpu_seconds() + after.cpu_seconds()
+            return time.process_time() + sum(tree.cpu_seconds() for tree in trees.values())
 
         busy, mine, started = machine_busy_seconds(), ours(), time.monotonic()
         for rnd in range(args.rounds):
             order = TREES if rnd % 2 == 0 else TREES[::-1]
-            for front, concurrency, name in itertools.product(args.fronts, args.concurrency, order):
-                figures = timed(trees[name], front, args.requests, concurrency)
+            for case, concurrency, name in itertools.product(chosen, args.concurrency, order):
+                figures = timed(trees[name, case.proxied], case, args.requests, concurrency)
                 for key in FIGURES:
-                    results[front][concurrency][key][name].append(figures[key])
+                    results[case.name][concurrency][key][name].append(figures[key])
         others_busy = machine_busy_seconds() - busy - (ours() - mine)
         others = others_busy / ((time.monotonic() - started) * (os.cpu_count() or 1))
 
     print(f"before={roots['before']} after={roots['after']} requests={args.requests} rounds={args.rounds}")
     print(f"other work on the machine during the rounds: {others:.0%} of its CPUs (beyond a few %, expect noise)")
     print("ratio: median of the rounds' own after/before [its 95 % interval]; client: the bench's own CPU")
-    print(f"{'front':<11}{'c':>3} {'req/s before':>13}{'after':>7}{'ratio':>7}{'[95 %]':>13}", end="")
+    if proxied:
+        print("proxied: '<front> via <backend kind>'; the shared upstream's CPU is in 'other work', not in CPU ms/req")
+    width = max(11, *(len(c.name) + 1 for c in chosen))
+    print(f"{'case':<{width}}{'c':>3} {'req/s before':>13}{'after':>7}{'ratio':>7}{'[95 %]':>13}", end="")
     print(f" {'CPU ms/req before':>18}{'after':>7}{'ratio':>7}{'[95 %]':>13} {'client ms/req':>14}")
     summary: dict[str, dict[int, dict[str, dict[str, float]]]] = {}
-    for front, by_c in results.items():
+    for case_name, by_c in results.items():
         for concurrency, figures in by_c.items():
-            row = summary.setdefault(front, {})[concurrency] = {k: summarize(figures[k]) for k in FIGURES}
+            row = summary.setdefault(case_name, {})[concurrency] = {k: summarize(figures[k]) for k in FIGURES}
             client = max(row["client_cpu_ms"]["before"], row["client_cpu_ms"]["after"])
             print(
-                f"{front:<11}{concurrency:>3} {cells(row['rps'], 13, 0)} {cells(row['cpu_ms'], 18, 3)} {client:>14.3f}"
+                f"{case_name:<{width}}{concurrency:>3} {cells(row['rps'], 13, 0)} {cells(row['cpu_ms'], 18, 3)}"
+                f" {client:>14.3f}"
             )
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"compare-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"

@@ -28,7 +28,7 @@ import aiohttp
 import httpx
 from yarl import URL
 
-__all__ = ["AiohttpTransport"]
+__all__ = ["AiohttpTransport", "mapped", "send", "timeout_of"]
 
 CHUNK_BYTES = 64 * 1024
 # aiohttp adds these when a request lacks them (and a Content-Type for any body): httpx
@@ -95,8 +95,11 @@ def _readable(transport: asyncio.Transport | None) -> bool:
     return bool(poll.poll(0))
 
 
-def _mapped(exc: BaseException, request: httpx.Request, attempt: _Attempt | None) -> httpx.TransportError:
-    """The httpx error an aiohttp failure stands for. Connect errors only when nothing was sent."""
+def mapped(exc: BaseException, request: httpx.Request | None, attempt: _Attempt | None) -> httpx.TransportError:
+    """The httpx error an aiohttp failure stands for. Connect errors only when nothing was sent.
+
+    `request` is None for a request `Upstream` sent on aiohttp directly (it builds no httpx request):
+    the error's class is what its retry policy reads."""
     message = str(exc) or type(exc).__name__
     error: type[httpx.TransportError]
     if isinstance(exc, aiohttp.ConnectionTimeoutError):  # the pool wait and connecting share a clock
@@ -122,6 +125,50 @@ def _mapped(exc: BaseException, request: httpx.Request, attempt: _Attempt | None
     return error(message, request=request)
 
 
+def timeout_of(pool: float | None, connect: float | None, read: float | None) -> aiohttp.ClientTimeout:
+    """httpx's timeouts as aiohttp's: pool bounds the wait for a slot (and a connection opened after that
+    wait), connect opening a connection, read each wait for data; the whole call is the caller's to bound."""
+    return aiohttp.ClientTimeout(total=None, connect=pool, sock_connect=connect, sock_read=read, ceil_threshold=NO_CEIL)
+
+
+async def send(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: URL,
+    headers: Any,
+    body: Any,
+    timeout: aiohttp.ClientTimeout,
+    proxy: URL | None,
+    tls: ssl.SSLContext | bool,
+    server_hostname: str | None = None,
+    request: httpx.Request | None = None,
+    auto_decompress: bool = False,
+) -> aiohttp.ClientResponse:
+    """One request on `session`, its answer's head read; aiohttp's failures as httpx's errors (`mapped`):
+    a connect error only when the request cannot have left this process."""
+    attempt = _Attempt()
+    token = _ATTEMPT.set(attempt)
+    try:
+        return await session.request(
+            method,
+            url,
+            headers=headers,
+            data=body,
+            allow_redirects=False,
+            timeout=timeout,
+            proxy=proxy,
+            ssl=tls,
+            server_hostname=server_hostname,
+            auto_decompress=auto_decompress,
+        )
+    except (aiohttp.ClientError, OSError) as exc:
+        raise mapped(exc, request, attempt) from exc
+    except ValueError as exc:  # aiohttp refused to send it (a control character in a header, say), as h11 would
+        raise httpx.LocalProtocolError(str(exc), request=request) from exc
+    finally:
+        _ATTEMPT.reset(token)
+
+
 class _ResponseStream(httpx.AsyncByteStream):
     """An aiohttp response's body as httpx reads it; `aclose` gives the connection back
     to the pool when the body was read to its end, and closes it otherwise."""
@@ -138,7 +185,7 @@ class _ResponseStream(httpx.AsyncByteStream):
                 yield chunk
         except (aiohttp.ClientError, OSError) as exc:
             self._response.close()
-            raise _mapped(exc, self._request, None) from exc
+            raise mapped(exc, self._request, None) from exc
         except BaseException:  # cancelled, or the reader stopped early: the connection is in an unknown state
             self._response.close()
             raise
@@ -182,6 +229,14 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
+    def session(self) -> aiohttp.ClientSession:
+        """The pool's session (opened in the running loop on first use): `Upstream` sends its calls on it directly."""
+        return self._session or self._open()
+
+    async def tls(self) -> ssl.SSLContext | bool:
+        """What an https request is verified with (`verify`)."""
+        return self._tls if self._tls is not None else await self._default_tls()
+
     def _open(self) -> aiohttp.ClientSession:
         if self._closed:
             raise RuntimeError("the transport is closed")
@@ -218,7 +273,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._tls = context
         return context
 
-    def _proxy_for(self, url: httpx.URL) -> URL | None:
+    def proxy_for(self, url: httpx.URL) -> URL | None:
+        """The proxy a request to `url` goes through (the environment's, read once), or None."""
+        if not self._proxies:
+            return None
         key = (url.raw_scheme, url.raw_host, url.port)
         if key not in self._proxy_of:
             proxy = None
@@ -241,39 +299,26 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         except httpx.RequestNotRead:
             body = request.stream  # an async iterable: aiohttp frames it (chunked unless a length is given)
             headers = [(k, v) for k, v in headers if k.lower() != "transfer-encoding"]
-        timeout = aiohttp.ClientTimeout(
-            total=None,  # the caller's deadline (Upstream: asyncio.timeout) bounds the whole call
-            connect=timeouts.get("pool"),
-            sock_connect=timeouts.get("connect"),
-            sock_read=timeouts.get("read"),
-            ceil_threshold=NO_CEIL,
-        )
+        # The caller's deadline (Upstream: asyncio.timeout) bounds the whole call.
+        timeout = timeout_of(timeouts.get("pool"), timeouts.get("connect"), timeouts.get("read"))
         tls: ssl.SSLContext | bool = True  # aiohttp's default; unused without TLS
         if request.url.scheme == "https":
-            tls = self._tls if self._tls is not None else await self._default_tls()
+            tls = await self.tls()
         url = URL(str(request.url), encoded=True)  # httpx already encoded it: sent as is
         if request.url.userinfo:
             url = url.with_user(None)  # httpx made it an Authorization header; it is not sent in the URL
-        attempt = _Attempt()
-        token = _ATTEMPT.set(attempt)
-        try:
-            response = await session.request(
-                request.method,
-                url,
-                headers=headers,
-                data=body,
-                allow_redirects=False,
-                timeout=timeout,
-                proxy=self._proxy_for(request.url) if self._proxies else None,
-                ssl=tls,
-                server_hostname=request.extensions.get("sni_hostname"),
-            )
-        except (aiohttp.ClientError, OSError) as exc:
-            raise _mapped(exc, request, attempt) from exc
-        except ValueError as exc:  # aiohttp refused to send it (a control character in a header, say), as h11 would
-            raise httpx.LocalProtocolError(str(exc), request=request) from exc
-        finally:
-            _ATTEMPT.reset(token)
+        response = await send(
+            session,
+            request.method,
+            url,
+            headers,
+            body,
+            timeout,
+            self.proxy_for(request.url),
+            tls,
+            request.extensions.get("sni_hostname"),
+            request,
+        )
         version = b"HTTP/1.0" if response.version == aiohttp.HttpVersion10 else b"HTTP/1.1"
         return httpx.Response(
             response.status,

@@ -125,6 +125,13 @@ def upstream_hooks() -> dict[str, list[Callable[[httpx.Request], Awaitable[None]
     return {} if _tracer is None else {"request": [_tracer.inject]}
 
 
+def inject_upstream(method: str, address: str, headers: Any) -> None:
+    """`traceparent` on a request `Upstream` sends without httpx (its `upstream_hooks` counterpart):
+    `address` is the request's `upstream_address`; nothing with tracing off or outside a call."""
+    if _tracer is not None:
+        _tracer.inject_headers(method, address, headers)
+
+
 def joined(trace_id: str | None, as_sent: str | None = None) -> contextlib.AbstractContextManager[None]:
     """Calls made inside the block belong to trace `trace_id` (32 lowercase hex digits).
 
@@ -326,14 +333,17 @@ class _Tracer:
 
     async def inject(self, request: httpx.Request) -> None:
         """httpx request hook: inside a call, the upstream gets `traceparent` and the span names the upstream."""
+        self.inject_headers(request.method, upstream_address(request.url), request.headers)
+
+    def inject_headers(self, method: str, address: str, headers: Any) -> None:
+        """Inside a call, `traceparent` (and `tracestate`) into `headers`, and the span names the upstream."""
         span = self._trace.get_current_span()
         if not span.get_span_context().is_valid:
             return  # discovery and other requests made outside any call
-        self._propagator.inject(request.headers)
+        self._propagator.inject(headers)
         if span.is_recording():
-            address = upstream_address(request.url)
-            span.set_attributes({"toolplex.upstream": address, "toolplex.upstream.method": request.method})
-            span.add_event("upstream_request", {"toolplex.upstream": address, "http.request.method": request.method})
+            span.set_attributes({"toolplex.upstream": address, "toolplex.upstream.method": method})
+            span.add_event("upstream_request", {"toolplex.upstream": address, "http.request.method": method})
 
 
 def _otlp_exporter(settings: TracingSettings) -> Any:

@@ -17,31 +17,43 @@ request that carries its own `Cookie` header (a per-session one) sends it unchan
 Most answers are read whole (`request`), bounded by `limits.max_upstream_response_bytes`. A
 file is not held in memory: `open` hands the answer over with its body unread, to be passed on
 as it arrives, bounded by a limit of the caller's (`StreamedBody`).
+
+A call's request (`request`) goes on aiohttp directly, on the pool of the upstream's httpx client
+(`AiohttpTransport.session`): its URL (and proxy, and trace address) is worked out once per path
+and kept (`_Target`), its fixed headers once per upstream, and its answer comes back as a `Reply`
+(status, headers, body), not as httpx's request and response models. What needs httpx's machinery
+goes through the httpx client on the same pool: OAuth (a client `auth=`, or a request's own),
+redirects, forms and files, streamed bodies, a base URL with credentials, `open` and `stream`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import dataclasses
 import email.utils
+import json
 import random
 import re
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from http.cookiejar import Cookie, CookieJar
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
+import aiohttp
 import httpx
 import orjson
 import structlog
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
 
 from gateway import tracing
-from gateway.aiohttp_transport import AiohttpTransport
+from gateway.aiohttp_transport import CHUNK_BYTES, AiohttpTransport, mapped, send, timeout_of
 from gateway.breaker import STATE_VALUES, CircuitBreaker, Permit
 from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, Failure, GatewayError
@@ -55,6 +67,7 @@ __all__ = [
     "CookielessClient",
     "Credentials",
     "NoCookies",
+    "Reply",
     "Upstream",
     "UpstreamSettings",
     "error_text",
@@ -81,6 +94,10 @@ MIN_RETRY_AFTER_MS = 1000  # what a caller refused by an open breaker is told to
 ANSWER_LIMIT = "limits.max_upstream_response_bytes"
 Limit = tuple[int, str]  # a bound on an answer's bytes, and the setting that gives it (named in the error)
 
+
+# The keyword arguments of `Upstream.request` its direct path sends itself (anything else goes through httpx).
+DIRECT_KWARGS = frozenset({"json", "content", "headers", "params"})
+MAX_TARGETS = 1024  # URLs kept per upstream (paths with arguments in them vary: past this many, built per call)
 
 _TIMEOUTS = UpstreamTimeouts()  # the defaults live in the settings models, once
 _BREAKER = BreakerSettings()
@@ -180,6 +197,131 @@ class CookielessClient(httpx.AsyncClient):
             raise ValueError("a CookielessClient keeps no cookies; send a Cookie header per request")
 
 
+class Sent(NamedTuple):
+    """What a `Reply` answers: its request's method and URL (`url.path`, as httpx's `request.url.path`)."""
+
+    method: str
+    url: URL
+
+
+class ReplyHeaders(Mapping[str, str]):
+    """An answer's headers as httpx's `Headers` reads them, over aiohttp's: names case-insensitive and
+    lowercase when listed, a repeated header's values joined with ", " (`get_list` gives them apart)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: CIMultiDictProxy[str]) -> None:
+        self._raw = raw
+
+    def __getitem__(self, key: str) -> str:
+        values = self._raw.getall(key)
+        return values[0] if len(values) == 1 else ", ".join(values)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        values = self._raw.getall(key, None)
+        if values is None:
+            return default
+        return values[0] if len(values) == 1 else ", ".join(values)
+
+    def get_list(self, key: str, split_commas: bool = False) -> list[str]:
+        values = self._raw.getall(key, [])
+        if not split_commas:
+            return list(values)
+        return [item.strip() for value in values for item in value.split(",")]
+
+    def multi_items(self) -> list[tuple[str, str]]:
+        return [(k.lower(), v) for k, v in self._raw.items()]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(k.lower() for k in self._raw))
+
+    def __len__(self) -> int:
+        return len(dict.fromkeys(k.lower() for k in self._raw))
+
+    def __repr__(self) -> str:
+        return f"ReplyHeaders({self.multi_items()!r})"
+
+
+class Reply:
+    """An upstream's answer to `Upstream.request`, read whole: what the adapters read of an answer
+    (`status_code`, `headers`, `content`, `text`, `json()`, `reason_phrase`, `extensions`, `request`),
+    with the meaning httpx's `Response` gives each."""
+
+    __slots__ = ("content", "extensions", "headers", "num_bytes_downloaded", "reason_phrase", "request", "status_code")
+
+    is_stream_consumed = True
+
+    def __init__(self, status: int, headers: CIMultiDictProxy[str], reason: str, request: Sent) -> None:
+        self.status_code = status
+        self.headers = ReplyHeaders(headers)
+        self.reason_phrase = reason
+        self.request = request
+        self.content = b""
+        self.num_bytes_downloaded = 0
+        self.extensions: dict[str, Any] = {}
+
+    @property
+    def encoding(self) -> str:
+        """The charset of Content-Type when Python knows it, else UTF-8 (httpx's default)."""
+        for param in self.headers.get("content-type", "").split(";")[1:]:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "charset":
+                charset = value.strip().strip("'\"")
+                try:
+                    return codecs.lookup(charset).name
+                except LookupError:
+                    break
+        return "utf-8"
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(self.encoding, errors="replace") if self.content else ""
+
+    def json(self) -> Any:
+        """The body as JSON, as httpx's `json()` reads it (`json.loads`; orjson first, for speed)."""
+        try:
+            return orjson.loads(self.content)
+        except orjson.JSONDecodeError:  # UTF-16, NaN, integers past 64 bits: json.loads decides, as before
+            return json.loads(self.content)
+
+    async def aread(self) -> bytes:
+        return self.content
+
+    async def aclose(self) -> None:
+        """Nothing to close: the body was read whole and the connection given back."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where the direct path sends a request for one path, worked out once (`Upstream._target`)."""
+
+    url: URL  # absolute, encoded as httpx encodes it
+    proxy: URL | None  # the environment's, for this scheme, host and port
+    https: bool
+    address: str  # scheme://host:port/path, for the trace (`tracing.upstream_address`)
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """One call's request for the direct path, prepared once for every attempt."""
+
+    method: str
+    target: _Target
+    headers: CIMultiDict[str]
+    body: bytes | None
+
+
+def _json_body(value: Any) -> bytes:
+    """`json=` as httpx writes it (compact, UTF-8); orjson first, json.dumps (as httpx) for what orjson refuses."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:  # an integer past 64 bits, a key that is no string, ...
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 class UpstreamRegistry:
     """Every open `Upstream` by backend name: how the core shows breaker states (/readyz, /metrics)
     without knowing in which attribute each backend keeps its clients. Weak references only;
@@ -231,6 +373,9 @@ class Upstream:
                 max_connections=settings.max_connections,
                 keepalive_expiry=httpx.Limits().keepalive_expiry,  # httpx's default: idle connections close after 5 s
             )
+        # Calls go on that pool directly (`_direct`), unless every request carries OAuth tokens (httpx's auth
+        # flow) or the transport is another one (a test's): then httpx carries them.
+        self._pool = transport if isinstance(transport, AiohttpTransport) else None
         # One client for every caller: it keeps no cookies (one caller's upstream session is not the next one's).
         self.client: httpx.AsyncClient = CookielessClient(  # closing it closes the transport (httpx's aclose)
             base_url=settings.url,
@@ -242,6 +387,16 @@ class Upstream:
             follow_redirects=False,
             transport=transport,
             event_hooks=tracing.upstream_hooks(),  # traceparent on calls' requests; none with tracing off
+        )
+        base = self.client.base_url
+        self._direct = self._pool is not None and auth is None and not base.userinfo
+        # What httpx sends on every request (Accept, Accept-Encoding, Connection, User-Agent, the backend's
+        # `headers`), as it spells them; a request's own headers replace them name by name.
+        self._fixed = CIMultiDict((k.decode("latin-1"), v.decode("latin-1")) for k, v in self.client.headers.raw)
+        self._targets: dict[str, _Target | None] = {}
+        # Without a call deadline: httpx's client timeout (pool and connect bound by total and connect, reads by read).
+        self._default_timeout = timeout_of(
+            settings.total_timeout_s, settings.connect_timeout_s, settings.read_timeout_s
         )
         UPSTREAMS.add(self)
 
@@ -296,7 +451,7 @@ class Upstream:
         if deadline is not None and time.monotonic() >= deadline - DEADLINE_SLACK_S:
             self._fault("no answer before the call's deadline", verdict)
 
-    def _judge(self, response: httpx.Response) -> Verdict:
+    def _judge(self, response: httpx.Response | Reply) -> Verdict:
         """Count an answer's status: 5xx is a fault, except a protocol's own 500/501 with a JSON body."""
         status = response.status_code
         if status >= 500 and not (status in PROTOCOL_5XX and is_json(response)):
@@ -339,6 +494,103 @@ class Upstream:
             chunks.append(chunk)
         response._content = b"".join(chunks)  # what httpx's own aread() stores
 
+    def _target(self, path: str) -> _Target | None:
+        """The URL, proxy and trace address of requests to `path` (merged with the base URL as httpx merges
+        it), kept per path; None where httpx must send it (credentials in the URL)."""
+        try:
+            return self._targets[path]
+        except KeyError:
+            pass
+        url = httpx.URL(path)
+        if url.is_relative_url:
+            base = self.client.base_url
+            url = base.copy_with(raw_path=base.raw_path + url.raw_path.lstrip(b"/"))
+        target = None
+        if not url.userinfo and url.scheme in ("http", "https"):
+            assert self._pool is not None
+            address = tracing.upstream_address(url)
+            target = _Target(URL(str(url), encoded=True), self._pool.proxy_for(url), url.scheme == "https", address)
+        if len(self._targets) < MAX_TARGETS:
+            self._targets[path] = target
+        return target
+
+    def _prepare(self, method: str, path: str, kwargs: dict[str, Any]) -> _Prepared | None:
+        """A call's request for the direct path: None when httpx must send it (see the module's doc)."""
+        if not self._direct or not kwargs.keys() <= DIRECT_KWARGS:
+            return None
+        content, payload = kwargs.get("content"), kwargs.get("json")
+        if not isinstance(content, bytes | str | None) or (content is not None and payload is not None):
+            return None
+        params = kwargs.get("params")
+        if params:
+            if "?" in path:
+                return None  # httpx merges the two queries
+            path = f"{path}?{httpx.QueryParams(params)}"
+        target = self._target(path)
+        if target is None:
+            return None
+        headers = self._fixed.copy()
+        if payload is not None:
+            body: bytes | None = _json_body(payload)
+            headers["Content-Type"] = "application/json"
+        else:
+            body = content.encode() if isinstance(content, str) else content
+        own = kwargs.get("headers")
+        if own:
+            headers.update(own)
+        tracing.inject_upstream(method, target.address, headers)
+        return _Prepared(method, target, headers, body)
+
+    async def _fetch(self, prepared: _Prepared, remaining: float | None) -> Reply:
+        """One request of the direct path, its answer read whole within the answer limit."""
+        pool = self._pool
+        assert pool is not None
+        if remaining is None:
+            timeout = self._default_timeout
+        else:  # the call's remaining deadline is the only clock for reads; connecting keeps its own bound
+            timeout = timeout_of(remaining, min(self.settings.connect_timeout_s, remaining), remaining)
+        target = prepared.target
+        response = await send(
+            pool.session(),
+            prepared.method,
+            target.url,
+            prepared.headers,
+            prepared.body,
+            timeout,
+            target.proxy,
+            await pool.tls() if target.https else True,
+            auto_decompress=True,  # Accept-Encoding is httpx's (gzip, deflate): decoded as httpx decoded it
+        )
+        try:
+            reply = Reply(response.status, response.headers, response.reason or "", Sent(prepared.method, target.url))
+            await self._read_reply(response, reply)
+        except BaseException:
+            response.close()
+            raise
+        response.release()
+        return reply
+
+    async def _read_reply(self, response: aiohttp.ClientResponse, reply: Reply) -> None:
+        """Read the body as it arrives; stop at the limit instead of buffering more (`_read_bounded`)."""
+        limit = self.settings.max_response_bytes
+        self._refuse_declared(reply)
+        try:
+            if reply.headers.get("content-length", "").isdigit() and "content-encoding" not in reply.headers:
+                reply.content = await response.read()  # its declared size, within the limit
+                reply.num_bytes_downloaded = len(reply.content)
+                return
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.content.iter_chunked(CHUNK_BYTES):
+                size += len(chunk)
+                reply.num_bytes_downloaded = size
+                if size > limit:
+                    raise self._too_large(reply)
+                chunks.append(chunk)
+        except (aiohttp.ClientError, OSError) as exc:  # cut short, reset, stalled: the call may have arrived
+            raise mapped(exc, None, None) from exc
+        reply.content = b"".join(chunks)
+
     async def _exchange(
         self, method: str, path: str, timeout: httpx.Timeout, kwargs: dict[str, Any], limit: Limit | None
     ) -> httpx.Response:
@@ -367,7 +619,7 @@ class Upstream:
         idempotent: bool = False,
         expect_json: bool = True,
         **kwargs: Any,
-    ) -> httpx.Response:
+    ) -> httpx.Response | Reply:
         """Send one request. `deadline` is an absolute time.monotonic(); it is the only clock for reading.
 
         Retries: any failure when `idempotent` (discovery), otherwise only failures that
@@ -375,6 +627,8 @@ class Upstream:
         A tool call that may have arrived is never re-sent.
         `expect_json` is kept for existing callers and no longer judges anything: whether a
         body is malformed is the protocol adapter's call (`json_of`, `protocol_fault`).
+        The answer is a `Reply` when the request went on aiohttp directly (the module's doc says when),
+        else httpx's `Response`; both read whole, both read alike.
         """
         del expect_json
         return await self._send(method, path, deadline, idempotent, kwargs, None)
@@ -413,7 +667,7 @@ class Upstream:
         # recovered upstream is noticed, and its success closes the breaker for calls too.
         permit = None if idempotent else self._admit(budget)
         try:
-            response = await self._attempts(method, path, deadline, idempotent, kwargs, limit)
+            response: Any = await self._attempts(method, path, deadline, idempotent, kwargs, limit)
         except asyncio.CancelledError:
             self._cancelled(deadline)
             raise
@@ -431,7 +685,8 @@ class Upstream:
         idempotent: bool,
         kwargs: dict[str, Any],
         limit: Limit | None,
-    ) -> httpx.Response:
+    ) -> httpx.Response | Reply:
+        prepared = self._prepare(method, path, kwargs) if limit is None else None  # once for every attempt
         attempts = 1 + max(0, self.settings.retries)
         for attempt in range(attempts):
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -439,7 +694,7 @@ class Upstream:
                 raise GatewayError.of(ErrorKind.DEADLINE, f"Deadline passed before upstream {self.name!r} answered")
             last = attempt + 1 >= attempts
             try:
-                response = await self._timed(method, path, remaining, kwargs, limit)
+                response = await self._timed(method, path, remaining, kwargs, limit, prepared)
             except NOT_SENT as exc:
                 self._fault(f"cannot connect ({type(exc).__name__})")
                 if not last and self.breaker.state == "closed":
@@ -468,9 +723,18 @@ class Upstream:
         raise self.unavailable("no attempt left")  # pragma: no cover - the loop always returns or raises
 
     async def _timed(
-        self, method: str, path: str, remaining: float | None, kwargs: dict[str, Any], limit: Limit | None
-    ) -> httpx.Response:
+        self,
+        method: str,
+        path: str,
+        remaining: float | None,
+        kwargs: dict[str, Any],
+        limit: Limit | None,
+        prepared: _Prepared | None = None,
+    ) -> httpx.Response | Reply:
         """One exchange within the time left; an answer opened just as the time ran out is closed, not leaked."""
+        if prepared is not None:  # read whole before the time is up, or closed by `_fetch`
+            async with asyncio.timeout(remaining if remaining is not None else self.settings.total_timeout_s):
+                return await self._fetch(prepared, remaining)
         response: httpx.Response | None = None
         try:
             async with asyncio.timeout(remaining if remaining is not None else self.settings.total_timeout_s):
