@@ -79,8 +79,10 @@ install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed .venv-arcade
 run: install
 	$(BIN)/toolplex serve --config $(CONFIG) --host $(HOST) --port $(PORT)
 
+# The whole suite on 2 workers (pytest-xdist; TEST_WORKERS=1 for one process): every test binds free ports
+# and its own temporary files, and parametrize ids are the same in every worker.
 test: install-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $${TEST_WORKERS:-2}
 
 # The stack on a real Docker engine (tests/docker/test_compose_stack.py): built, `up --scale gateway=2`, then a
 # mixed load through nginx while replicas are scaled 2 -> 3 -> 1 -> 2, restarted one by one and one killed.

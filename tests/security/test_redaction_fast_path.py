@@ -189,8 +189,9 @@ async def logged_call(context: CallContext) -> None:
     [
         ("Bearer abc.def", f"Bearer {REDACTED}"),
         (JWT, REDACTED),
-        (SECRET, REDACTED),
-        (f"trace-{SECRET}", f"trace-{REDACTED}"),
+        # SECRET is random per process: fixed ids keep every xdist worker collecting the same tests.
+        pytest.param(SECRET, REDACTED, id="known-secret-[redacted]"),
+        pytest.param(f"trace-{SECRET}", f"trace-{REDACTED}", id="trace-known-secret-trace-[redacted]"),
     ],
 )
 async def test_a_call_event_with_a_credential_is_redacted(
