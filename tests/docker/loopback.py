@@ -19,8 +19,16 @@ from pathlib import Path
 
 import httpx
 
-from tests.docker.stack import NGINX_CONF, NGINX_MIN_VERSION, nginx_binary, nginx_version
-from tests.state.redis_server import redis_binary
+from tests.docker.stack import (
+    GATEWAY_CONFIG,
+    NGINX_CONF,
+    NGINX_MIN_VERSION,
+    compose,
+    nginx_binary,
+    nginx_version,
+    service_env,
+)
+from tests.state.redis_server import redis_binary, redis_server
 from tests.support import ROOT, free_port, stop
 
 START_TIMEOUT_S = 60.0
@@ -137,3 +145,25 @@ def nginx(conf: str, workdir: Path, port: int) -> Iterator[Path]:
             yield access
         finally:
             stop(process)
+
+
+@contextlib.contextmanager
+def compose_backing(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Redis and the `tools` upstream service, as the compose stack runs them; yields what every replica's
+    environment holds (its host and port are the replica's own), workspaces on the volume all replicas mount."""
+    tools_port = free_port()
+    tools_env = service_env(compose()["services"]["tools"])
+    with (
+        redis_server() as redis_url,
+        toolplex(
+            {**tools_env, "TOOLPLEX_HOST": "127.0.0.1", "TOOLPLEX_PORT": str(tools_port)},
+            f"http://127.0.0.1:{tools_port}",
+            tmp_path / "tools.log",
+        ),
+    ):
+        yield {
+            "TOOLPLEX_CONFIG": str(GATEWAY_CONFIG),
+            "TOOLPLEX_REDIS_URL": redis_url,
+            "TOOLPLEX_TOOLS_URL": f"http://127.0.0.1:{tools_port}",
+            "TOOLPLEX_WORKSPACES": str(tmp_path / "workspaces"),
+        }

@@ -22,14 +22,14 @@ import pytest
 from tests.docker.dns import LoopbackDNS
 from tests.docker.loopback import (
     START_TIMEOUT_S,
+    compose_backing,
     loopback_nginx_conf,
     missing,
     nginx,
     port_free_on,
     toolplex,
 )
-from tests.docker.stack import GATEWAY_CONFIG, compose, service_env, wait_until_ok
-from tests.state.redis_server import redis_server
+from tests.docker.stack import wait_until_ok
 from tests.support import free_port
 
 REPLICAS = ("127.0.0.2", "127.0.0.3")
@@ -67,28 +67,15 @@ def probe(base: str, access: Path) -> str:
 @pytest.mark.skipif(missing() is not None, reason=missing() or "")
 def test_stack_on_loopback(tmp_path: Path) -> None:
     gateway_port = port_free_on(*REPLICAS)
-    tools_port, nginx_port = free_port(), free_port()
+    nginx_port = free_port()
     replica = {address: f"{address}:{gateway_port}" for address in REPLICAS}
-    tools_env = service_env(compose()["services"]["tools"])
     with (
-        redis_server() as redis_url,
-        toolplex(
-            {**tools_env, "TOOLPLEX_HOST": "127.0.0.1", "TOOLPLEX_PORT": str(tools_port)},
-            f"http://127.0.0.1:{tools_port}",
-            tmp_path / "tools.log",
-        ),
+        compose_backing(tmp_path) as backing,
         LoopbackDNS({"gateway": [REPLICAS[0]]}) as dns,
         contextlib.ExitStack() as replicas,
     ):
         for index, address in enumerate(REPLICAS):
-            env = {
-                "TOOLPLEX_CONFIG": str(GATEWAY_CONFIG),
-                "TOOLPLEX_HOST": address,
-                "TOOLPLEX_PORT": str(gateway_port),
-                "TOOLPLEX_REDIS_URL": redis_url,
-                "TOOLPLEX_TOOLS_URL": f"http://127.0.0.1:{tools_port}",
-                "TOOLPLEX_WORKSPACES": str(tmp_path / "workspaces"),  # the compose volume every replica mounts
-            }
+            env = {**backing, "TOOLPLEX_HOST": address, "TOOLPLEX_PORT": str(gateway_port)}
             log = tmp_path / f"gateway-{index}.log"
             replicas.enter_context(toolplex(env, f"http://{address}:{gateway_port}", log))
         conf = loopback_nginx_conf(dns.port, gateway_port, nginx_port)

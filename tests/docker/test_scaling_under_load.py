@@ -22,9 +22,15 @@ import pytest
 
 from tests.docker.dns import LoopbackDNS
 from tests.docker.load import STEP_TIMEOUT_S, check, run_scenario
-from tests.docker.loopback import loopback_nginx_conf, missing, nginx, port_free_on, start_toolplex, toolplex
-from tests.docker.stack import GATEWAY_CONFIG, compose, service_env, wait_until_ok
-from tests.state.redis_server import redis_server
+from tests.docker.loopback import (
+    compose_backing,
+    loopback_nginx_conf,
+    missing,
+    nginx,
+    port_free_on,
+    start_toolplex,
+)
+from tests.docker.stack import wait_until_ok
 from tests.support import free_port, stop
 
 ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -113,24 +119,9 @@ class Replicas:
 def loopback_stack(tmp_path: Path) -> Iterator[tuple[str, Replicas]]:
     """Redis, the `tools` upstream, DNS and nginx; no replica yet."""
     port = port_free_on(*ADDRESSES)
-    tools_port, nginx_port = free_port(), free_port()
-    tools_env = service_env(compose()["services"]["tools"])
-    with (
-        redis_server() as redis_url,
-        toolplex(
-            {**tools_env, "TOOLPLEX_HOST": "127.0.0.1", "TOOLPLEX_PORT": str(tools_port)},
-            f"http://127.0.0.1:{tools_port}",
-            tmp_path / "tools.log",
-        ),
-        LoopbackDNS({"gateway": []}) as dns,
-    ):
-        env = {
-            "TOOLPLEX_CONFIG": str(GATEWAY_CONFIG),
-            "TOOLPLEX_REDIS_URL": redis_url,
-            "TOOLPLEX_TOOLS_URL": f"http://127.0.0.1:{tools_port}",
-            "TOOLPLEX_WORKSPACES": str(tmp_path / "workspaces"),  # the compose volume every replica mounts
-            "TOOLPLEX_DRAIN_S": str(DRAIN_S),
-        }
+    nginx_port = free_port()
+    with compose_backing(tmp_path) as backing, LoopbackDNS({"gateway": []}) as dns:
+        env = {**backing, "TOOLPLEX_DRAIN_S": str(DRAIN_S)}
         conf = loopback_nginx_conf(dns.port, port, nginx_port)
         with nginx(conf, tmp_path / "nginx", nginx_port) as access:
             base = f"http://127.0.0.1:{nginx_port}"
