@@ -1,7 +1,7 @@
 """The ASGI application: a thin entry that serves each request with the current snapshot's app.
 
 The fronts' routes, the Host/Origin guard and the error handlers are built per
-configuration (`build_front_app`), so a reload can change any of them; the
+configuration (`front_app_builder`, behind one `gateway.edge.Edge`), so a reload can change any of them; the
 entry itself (`GatewayApp`) only runs the lifespan and hands each request to
 whatever snapshot is current when it arrives.
 """
@@ -13,15 +13,13 @@ from contextlib import asynccontextmanager
 from types import SimpleNamespace
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.config import GatewayConfig
+from gateway.edge import Edge, EdgeOptions
 from gateway.fronts import front_routes
 from gateway.guard import HostOriginGuard, default_hosts
 from gateway.http import json_response
@@ -32,13 +30,13 @@ from gateway.router import IndexedRouter
 from gateway.runtime import Gateway
 
 
-def front_app_builder(bind_host: str | None) -> Any:
-    """How each configuration becomes an ASGI app: health routes, every enabled front, the guard."""
+def front_app_builder(bind_host: str | None, options: EdgeOptions) -> Any:
+    """How each configuration becomes an ASGI app: health routes, every enabled front, behind one `Edge`."""
 
     def build(gateway: Gateway, config: GatewayConfig) -> ASGIApp:
         server = config.settings.server
-        guard = Middleware(
-            HostOriginGuard,
+        guard = HostOriginGuard(
+            None,  # type: ignore[arg-type]  # the Edge asks it for refusals; it wraps nothing
             allowed_hosts=server.allowed_hosts if server.allowed_hosts is not None else default_hosts(bind_host),
             allowed_origins=server.allowed_origins or (),
         )
@@ -58,32 +56,22 @@ def front_app_builder(bind_host: str | None) -> Any:
             body = {"status": "ready" if healthy else "degraded", "tools": len(gateway.catalog), "backends": states}
             return json_response({**body, "state_store": store})
 
-        async def http_error(_request: Request, exc: Exception) -> Response:
-            assert isinstance(exc, HTTPException)
-            return json_response({"detail": exc.detail}, status=exc.status_code, headers=exc.headers)
-
-        async def internal_error(_request: Request, _exc: Exception) -> Response:
-            return json_response({"detail": "Internal server error"}, status=500)
-
-        middleware = [guard]
+        wrap = None
         oauth_routes = []
         oauth = config.settings.auth.oauth
         if oauth is not None:
             published = Published.of(oauth, server.public_url)
-            middleware.append(
-                Middleware(
-                    OAuthChallenges,
+
+            def wrap(app: ASGIApp) -> ASGIApp:
+                return OAuthChallenges(
+                    app,
                     authenticator=lambda: gateway.snapshot.authenticator,
                     published=published,
                     mcp_paths=mcp_paths(config),
                 )
-            )
+
             oauth_routes = metadata_routes(published)
-        app = Starlette(
-            middleware=middleware,
-            exception_handlers={HTTPException: http_error, Exception: internal_error},
-        )
-        app.router = IndexedRouter(
+        router = IndexedRouter(
             routes=[
                 Route("/healthz", healthz, methods=["GET"]),
                 Route("/readyz", readyz, methods=["GET"]),
@@ -91,7 +79,7 @@ def front_app_builder(bind_host: str | None) -> Any:
                 *front_routes(gateway.services, config),
             ]
         )
-        return app
+        return Edge(router, guard, options, wrap)
 
     return build
 
@@ -107,8 +95,9 @@ def mcp_paths(config: GatewayConfig) -> tuple[str, ...]:
 class GatewayApp:
     """The ASGI entry: the lifespan starts and closes the gateway; requests go to the current snapshot's app."""
 
-    def __init__(self, gateway: Gateway, *, start_with_server: bool) -> None:
+    def __init__(self, gateway: Gateway, *, start_with_server: bool, options: EdgeOptions | None = None) -> None:
         self.gateway = gateway
+        self.options = options if options is not None else EdgeOptions()  # set by `toolplex serve`
         self.state = SimpleNamespace(gateway=gateway)
         self.start_with_server = start_with_server
 
@@ -157,8 +146,9 @@ def create_app(config: GatewayConfig, *, start_with_server: bool = True, bind_ho
     An app not bound by us (in-process use, tests) checks Host only against a configured list.
     """
     register_secrets(config_secrets(config.data))  # API keys, upstream credentials: never in a log line
-    gateway = Gateway(config, app_builder=front_app_builder(bind_host))
-    return GatewayApp(gateway, start_with_server=start_with_server)
+    options = EdgeOptions()
+    gateway = Gateway(config, app_builder=front_app_builder(bind_host, options))
+    return GatewayApp(gateway, start_with_server=start_with_server, options=options)
 
 
 def _closing(send: Send) -> Send:

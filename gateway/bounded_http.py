@@ -30,6 +30,7 @@ def bounded_httptools_protocol(max_header_bytes: int) -> type[HttpToolsProtocol]
 
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            self.access_log = False  # the gateway's Edge writes the access line (gateway.access_log)
             self._in_head = True  # the first bytes of a connection are a head
             self._raw_head = 0  # bytes received while the head was incomplete
             self._head = 0  # exact size of the head's parts seen so far

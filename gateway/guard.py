@@ -119,6 +119,11 @@ class HostOriginGuard:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
             return
+        await self.refuse(send, status, message)
+
+    @staticmethod
+    async def refuse(send: Send, status: int, message: str) -> None:
+        """The refusal of an HTTP request, as JSON."""
         body = orjson.dumps({"detail": message, "message": message})
         await send(
             {

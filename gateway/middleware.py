@@ -62,10 +62,23 @@ class BaseMiddleware:
 class CallLog(BaseMiddleware):
     """One structured `call` event per request: who, which tool (or operation), how long, which outcome."""
 
+    def __init__(self) -> None:
+        self._config: tuple[Any, ...] = ()
+        self._logger: Any = None
+
+    def _bound(self) -> Any:
+        """`toolplex.call` bound once per structlog configuration: the lazy proxy builds a logger (and,
+        with the gateway's factory, a PrintLogger) on every use, even for a line its level drops."""
+        config = structlog.get_config()
+        parts = (config["processors"], config["wrapper_class"], config["logger_factory"], config["context_class"])
+        if len(parts) != len(self._config) or any(a is not b for a, b in zip(parts, self._config, strict=True)):
+            self._config, self._logger = parts, call_log.bind()
+        return self._logger
+
     async def after(self, call: Call, outcome: Outcome) -> None:
         ctx = call.context
         spec = outcome.spec
-        call_log.info(
+        self._bound().info(
             "call",
             call_id=ctx.call_id,
             front=ctx.front,

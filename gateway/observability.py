@@ -138,6 +138,11 @@ def _access_fields(record: logging.LogRecord) -> dict[str, Any] | None:
     args = record.args
     if record.name != ACCESS_LOGGER or not isinstance(args, tuple) or len(args) != len(ACCESS_FIELDS):
         return None
+    return access_fields(args)
+
+
+def access_fields(args: tuple[Any, ...]) -> dict[str, Any]:
+    """An access line's values (client, method, path, http_version, status) as fields, each redacted."""
     fields: dict[str, Any] = {}
     for name, value in zip(ACCESS_FIELDS, args, strict=True):
         if isinstance(value, int):

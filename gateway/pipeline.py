@@ -23,6 +23,12 @@ validation, the result cache). Outermost first:
 A stage may raise `GatewayError` to fail the call; `frame` turns it into the
 outcome's canonical failure. The chain is composed once per snapshot, never
 per call; stages read the snapshot's catalog and backends through `parts`.
+
+What a call pays for is decided then too: steps that only check and go on run in one coroutine
+(`frame` with `limits`; `resolve` to `requirements`; `validate` with `deadline`), a stage with
+nothing to do is left out (`rate` without buckets, `cache` when no backend caches, user middleware
+without a `before` or `stage`), and a call to a tool whose backend does not cache skips the cache's
+key work.
 """
 
 from __future__ import annotations
@@ -346,17 +352,12 @@ class Pipeline:
         stages: list[Stage] = [
             *tracing.call_stages(),  # none when tracing is off: no cost per call
             self._observe,
-            self._frame,
-            self._limits,
-            self._resolve,
-            self._permissions,
-            *((self._rate,) if rates is not None else ()),
-            self._requirements,
+            self._frame,  # with the concurrency limits
+            self._checks if rates is None else self._checks_and_rate,  # resolve, permissions, [rate], requirements
             *(stage for m in self.middleware if (stage := _as_stage(m)) is not None),
-            self._validate,
-            self._deadline,
+            self._validate,  # with the deadline
         ]
-        if cache is not None:
+        if cache is not None and cache.rules:
             stages.append(self._cache)
         self.stages = tuple(stages)
         self._run: Next = _compose(self.stages, self._dispatch)
@@ -387,9 +388,13 @@ class Pipeline:
         outcome: Outcome | None = None
         failure: Failure | None = None
         upstream: UpstreamAnswer | None = None
+        principal = principal_name(ctx.principal)
+        limited = False
         self.in_flight.enter()
         try:
             self.admission.enter(task)
+            self.limiter.enter(principal)
+            limited = True
             outcome = await next_(call)
         except GatewayError as exc:
             failure = exc.failure
@@ -404,6 +409,8 @@ class Pipeline:
                 kind=ErrorKind.INTERNAL, message=f"Internal error; quote call id {ctx.call_id} to the operator"
             )
         finally:
+            if limited:
+                self.limiter.leave(principal)
             self.admission.leave(task)
             self.in_flight.leave()
         if outcome is None:
@@ -411,49 +418,46 @@ class Pipeline:
         outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)
         return outcome
 
-    async def _limits(self, call: Call, next_: Next) -> Outcome:
-        with self.limiter.slot(principal_name(call.context.principal)):
-            return await next_(call)
-
-    async def _resolve(self, call: Call, next_: Next) -> Outcome:
+    def _check(self, call: Call) -> None:
+        """resolve (name and version -> the catalog's spec; another kind: its backend serves it), permissions."""
         if call.kind is RequestKind.TOOL:
-            call.spec = self.parts.catalog.resolve(call.tool, call.version)
+            call.spec = spec = self.parts.catalog.resolve(call.tool, call.version)
+            authorize(spec, call.context)
         else:
             target(self.parts, call)
-        return await next_(call)
-
-    async def _permissions(self, call: Call, next_: Next) -> Outcome:
-        if call.kind is RequestKind.TOOL:
-            authorize(_spec(call), call.context)
-        else:
             reach(self.parts, call)
+
+    async def _checks(self, call: Call, next_: Next) -> Outcome:
+        self._check(call)
+        if call.kind is RequestKind.TOOL:
+            check_requirements(self.parts, self.policy, _spec(call), call.context)
         return await next_(call)
 
-    async def _rate(self, call: Call, next_: Next) -> Outcome:
+    async def _checks_and_rate(self, call: Call, next_: Next) -> Outcome:
+        """`_checks` with the rate limits between the permissions and the requirements."""
+        self._check(call)
         assert self.rates is not None
         backend = call.spec.backend if call.spec is not None else call.backend
         await self.rates.admit(principal_name(call.context.principal), backend)
-        return await next_(call)
-
-    async def _requirements(self, call: Call, next_: Next) -> Outcome:
         if call.kind is RequestKind.TOOL:
             check_requirements(self.parts, self.policy, _spec(call), call.context)
         return await next_(call)
 
     async def _validate(self, call: Call, next_: Next) -> Outcome:
-        if call.kind is not RequestKind.TOOL:
-            return await next_(call)
-        spec = _spec(call)
-        if self._same_protocol(spec, call.context.front):
-            return await next_(call)  # a transparent hop: the upstream judges its own arguments, as directly
-        problems = self.validators.get(spec.input_schema).errors(call.arguments)
-        if problems:
-            listed = "; ".join(f"{name}: {msg}" for name, msg in problems.items())
-            raise GatewayError.of(
-                ErrorKind.INVALID_ARGUMENTS,
-                f"Invalid arguments for {spec.flat_name}: {listed}",
-                parameter_errors=problems,
-            )
+        """The arguments against the tool's input schema, then the call's deadline."""
+        if call.kind is RequestKind.TOOL:
+            spec = _spec(call)
+            if not self._same_protocol(spec, call.context.front):  # else a transparent hop: the upstream judges
+                problems = self.validators.get(spec.input_schema).errors(call.arguments)
+                if problems:
+                    listed = "; ".join(f"{name}: {msg}" for name, msg in problems.items())
+                    raise GatewayError.of(
+                        ErrorKind.INVALID_ARGUMENTS,
+                        f"Invalid arguments for {spec.flat_name}: {listed}",
+                        parameter_errors=problems,
+                    )
+        call.deadline_s = deadline_for(self.parts, self.policy, call, call.spec)
+        call.context.deadline = call.started + call.deadline_s
         return await next_(call)
 
     def _same_protocol(self, spec: ToolSpec, front: str) -> bool:
@@ -462,15 +466,10 @@ class Pipeline:
         backend = self.parts.backends.get(spec.backend)
         return backend is not None and getattr(backend, "relays", None) == front
 
-    async def _deadline(self, call: Call, next_: Next) -> Outcome:
-        call.deadline_s = deadline_for(self.parts, self.policy, call, call.spec)
-        call.context.deadline = call.started + call.deadline_s
-        return await next_(call)
-
     async def _cache(self, call: Call, next_: Next) -> Outcome:
         assert self.cache is not None
-        if call.kind is not RequestKind.TOOL:
-            return await next_(call)
+        if call.kind is not RequestKind.TOOL or self.cache.ttl_for(_spec(call)) is None:
+            return await next_(call)  # not cached: no key to work out
         spec = _spec(call)
         backend = self.parts.backends.get(spec.backend)
         caller = self.cache.caller_of(spec, call.context, backend.settings if backend is not None else None)

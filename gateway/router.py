@@ -6,14 +6,20 @@ A fixed-path route is indexed by its path when no route before it could match
 that path (a route with parameters, a mount), so the route found is always the
 one Starlette's scan would find; anything the index does not settle (405, a
 slash redirect, a path with parameters) goes through the scan as before.
+
+`fast` goes one step further for the gateway's own app (`gateway.edge.Edge`), where no exception
+handlers are installed per route: a fixed-path route of an async endpoint, for a method it
+accepts, is looked up by (path, method) and its endpoint called with a `Request` directly,
+without the per-request wrappers of `Route.handle` (method check, exception handler lookup).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from starlette._utils import get_route_path
-from starlette.routing import BaseRoute, Match, Route, Router
+from starlette._utils import get_route_path, is_async_callable
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Match, Route, Router, request_response
 from starlette.types import Receive, Scope, Send
 
 
@@ -33,6 +39,35 @@ class IndexedRouter(Router):
             if any(not _fixed(r) and _could_match(r, route.path) for r in earlier):
                 continue
             self.by_path.setdefault(route.path, []).append(route)
+        # Routes whose app is Starlette's plain wrapper of an async function (no route middleware, no body limit).
+        self.direct = {id(r) for routes in self.by_path.values() for r in routes if _plain_function(r)}
+        self.by_method: dict[tuple[str, str], Route] = {}  # (path, method) -> the route Starlette would pick
+        self.any_method: dict[str, Route] = {}  # path -> a route taking every method (no earlier one matched)
+        for path, found in self.by_path.items():
+            for route in found:
+                if route.methods is None:
+                    self.any_method[path] = route
+                    break
+                for method in route.methods:
+                    self.by_method.setdefault((path, method), route)
+
+    async def fast(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """As `app`, with a fixed-path async endpoint called directly (see the module docstring)."""
+        if scope["type"] == "http":
+            path = get_route_path(scope)
+            route = self.by_method.get((path, scope["method"])) or self.any_method.get(path)
+            if route is not None:
+                scope.setdefault("router", self)
+                scope["route"] = route
+                scope["endpoint"] = endpoint = route.endpoint
+                scope["path_params"] = {}
+                if id(route) in self.direct:
+                    response = await endpoint(Request(scope, receive, send))
+                    await response(scope, receive, send)
+                else:  # an ASGI app, or a sync function (run in a thread by Starlette's wrapper)
+                    await route.app(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -45,6 +80,11 @@ class IndexedRouter(Router):
                     await route.handle(scope, receive, send)
                     return
         await super().app(scope, receive, send)
+
+
+def _plain_function(route: Route) -> bool:
+    wrapped = getattr(route.app, "__qualname__", "") == request_response.__qualname__ + ".<locals>.app"
+    return wrapped and is_async_callable(route.endpoint)
 
 
 def _could_match(route: BaseRoute, path: str) -> bool:

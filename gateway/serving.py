@@ -57,12 +57,21 @@ def event_loop_factory(loop: str = "auto") -> Callable[[], asyncio.AbstractEvent
     return uvloop.new_event_loop  # type: ignore[no-any-return]
 
 
-def http_protocol(max_header_bytes: int) -> type[asyncio.Protocol] | str:
-    """httptools (uvicorn's fast parser) bounded to `max_header_bytes`; h11 where httptools is missing."""
+def http_protocol(max_header_bytes: int) -> type[asyncio.Protocol]:
+    """httptools (uvicorn's fast parser) bounded to `max_header_bytes`; h11 where httptools is missing.
+
+    Neither writes uvicorn's access line: the gateway's `Edge` does (`gateway.access_log`)."""
     try:
         from gateway.bounded_http import bounded_httptools_protocol
     except ImportError:  # no httptools: h11 bounds the head itself (answering 400)
-        return "h11"
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        class QuietH11Protocol(H11Protocol):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self.access_log = False
+
+        return QuietH11Protocol
     return bounded_httptools_protocol(max_header_bytes)
 
 
@@ -71,21 +80,22 @@ def uvicorn_config(app: Any, server: ServerSettings, host: str, port: int) -> uv
 
     uvicorn installs no log handler of its own (`log_config=None`): its lines reach the gateway's
     JSON handler. For the gateway's app, `tracing` is put in force here, and with the access log
-    (`logging.access`) or tracing on, each request gets its trace context (`RequestTraceMiddleware`).
+    (`logging.access`) or tracing on, each request gets its trace context and the access line from the
+    app's `gateway.edge.Edge`; uvicorn's protocol writes none of its own (`http_protocol`).
     """
     settings = app.gateway.config.settings if isinstance(app, GatewayApp) else None
     access = settings is not None and settings.logging.access
     if settings is not None:
         tracing.configure(settings.tracing)
-        if access or tracing.enabled():
-            app = tracing.RequestTraceMiddleware(app)
+        app.options.access_log = access  # written by the app's Edge, not by uvicorn (see http_protocol)
+        app.options.trace = access or tracing.enabled()
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level="warning",
         log_config=None,
-        access_log=access,
+        access_log=access,  # False also stops `uvicorn.access` propagating (nothing else writes there then)
         lifespan="off",
         http=http_protocol(server.max_header_bytes),
         h11_max_incomplete_event_size=server.max_header_bytes,

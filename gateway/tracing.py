@@ -182,6 +182,12 @@ def unmark_call(token: Any) -> None:
     CALL_ID.reset(token)
 
 
+def extract(request: RequestTrace, headers: Iterable[tuple[bytes, bytes]]) -> None:
+    """With tracing on, the client's `traceparent` (if valid) becomes the request's parent; else nothing."""
+    if _tracer is not None:
+        _tracer.extract(request, headers)
+
+
 class RequestTraceMiddleware:
     """ASGI: a `RequestTrace` for each HTTP request; with tracing on, the client's `traceparent`."""
 
