@@ -383,17 +383,21 @@ class Pinning:
         changed = changed_fields(base, definition)
         rejected = current in ((approved or {}).get("rejected") or [])
         if not rejected and (not isinstance(pending, dict) or pending.get("hash") != current):
-            await store.set(
-                _key("pending", pin),
-                {
-                    "hash": current,
-                    "definition": self._kept(definition),
-                    "first_seen": _now(),
-                    "changed": changed,
-                    "approved_hash": base_hash,
-                },
-                PIN_TTL_S,
-            )
+            record = {
+                "hash": current,
+                "definition": self._kept(definition),
+                "first_seen": _now(),
+                "changed": changed,
+                "approved_hash": base_hash,
+            }
+            if isinstance(pending, dict):  # another change over a pending one
+                await store.set(_key("pending", pin), record, PIN_TTL_S)
+                recorded = True
+            else:  # the first replica to record it logs and counts it
+                recorded = await store.add(_key("pending", pin), record, PIN_TTL_S)
+        else:
+            recorded = False
+        if recorded:
             self.book.count(spec.backend, spec.flat_name, mode)
             log.warning(
                 "tool_definition_changed",

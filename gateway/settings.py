@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from gateway.oauth.client import UpstreamOAuthSettings
 
@@ -63,7 +63,12 @@ class CacheSettings(Section):
         return self
 
 
-PinMode = Literal["off", "warn", "enforce"]
+def _pin_mode(value: Any) -> Any:
+    """YAML 1.1 reads a bare `off` as false: that is the mode off."""
+    return "off" if value is False else value
+
+
+PinMode = Annotated[Literal["off", "warn", "enforce"], BeforeValidator(_pin_mode)]
 
 
 class BackendPinningSettings(Section):
