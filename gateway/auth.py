@@ -6,6 +6,8 @@ from __future__ import annotations
 import hmac
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jwt
@@ -256,9 +258,10 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
 
 
 class Authenticator:
-    def __init__(self, methods: list[AuthMethod], oauth: OAuthTokens | None = None) -> None:
+    def __init__(self, methods: list[AuthMethod], oauth: OAuthTokens | None = None, admins: Sequence[str] = ()) -> None:
         self.methods = methods
         self.oauth = oauth  # also among `methods`; kept apart for its `prepare` and its published metadata
+        self.admins = tuple(admins)  # globs on principal names (`auth.admins`)
 
     @property
     def enabled(self) -> bool:
@@ -288,8 +291,14 @@ class Authenticator:
         for method in self.methods:
             principal = method.authenticate(token)
             if principal is not None:
-                return principal
+                return self._admin(principal) if self.admins else principal
         raise GatewayError.of(ErrorKind.UNAUTHENTICATED, "Invalid credentials")
+
+    def _admin(self, principal: Principal) -> Principal:
+        """The principal, marked `admin` when its name matches `auth.admins` (what sees quarantined tools)."""
+        if not any(fnmatchcase(principal.name, pattern) for pattern in self.admins):
+            return principal
+        return replace(principal, admin=True)
 
 
 def build_authenticator(
@@ -312,4 +321,4 @@ def build_authenticator(
         methods.append(oauth)
     if auth.jwt is not None and auth.jwt.secret_env:
         methods.append(JwtAuth.from_settings(auth.jwt, os.environ if env is None else env))
-    return Authenticator(methods, oauth)
+    return Authenticator(methods, oauth, admins=getattr(auth, "admins", ()))

@@ -84,9 +84,21 @@ class BoundedCache(Generic[T]):
         return self._weight
 
 
-def permission_view(principal: Principal | None) -> tuple[str, ...] | None:
-    """What decides which tools a caller sees: its globs (`Principal.may_call` reads nothing else); None: all."""
-    return None if principal is None else principal.tools
+def permission_view(principal: Principal | None) -> Hashable:
+    """What decides which tools a caller sees: its globs (`Principal.may_call` reads nothing else), and whether
+    it is an admin (who sees quarantined tools too, `gateway.pinning`); None: every tool but quarantined ones."""
+    if principal is None:
+        return None
+    return ("admin", principal.tools) if principal.admin else principal.tools
+
+
+def listable(principal: Principal | None, spec: ToolSpec) -> bool:
+    """Listed to this caller: visible, permitted, and not quarantined unless the caller is an admin."""
+    return (
+        spec.visible
+        and permitted(principal, spec)
+        and (spec.quarantine is None or (principal is not None and principal.admin))
+    )
 
 
 def validate_spec(spec: ToolSpec) -> list[str]:
@@ -146,8 +158,10 @@ class Catalog:
         )
         # Sorted and grouped once: the catalog never changes.
         self._every_latest = tuple(versions[0] for versions in self._by_flat.values())
-        self._visible_latest = tuple(s for s in self._every_latest if s.visible)
+        # Quarantined tools (`gateway.pinning`) are listed to admins only: never in the shared views.
+        self._visible_latest = tuple(s for s in self._every_latest if s.visible and s.quarantine is None)
         self._all_versions = tuple(spec for versions in self._by_flat.values() for spec in versions)
+        self._quarantined = any(s.quarantine is not None for s in self._all_versions)
         self._kits_every = _grouped(self._every_latest, by_name=True)
         self._kits_visible = _grouped(self._visible_latest, by_name=True)
         self._views: BoundedCache[tuple[ToolSpec, ...]] = BoundedCache(MAX_VIEWS)
@@ -157,6 +171,10 @@ class Catalog:
 
     def __len__(self) -> int:
         return self._size
+
+    def quarantined(self) -> list[ToolSpec]:
+        """Every quarantined tool version (`gateway.pinning`), in listing order."""
+        return [s for s in self._all_versions if s.quarantine is not None]
 
     def all_versions(self) -> list[ToolSpec]:
         return list(self._all_versions)
@@ -177,12 +195,13 @@ class Catalog:
         """The visible tools `principal` may call (`permitted`), in listing order; every version unless
         `latest_only`. Worked out once per permission view: every caller with the same globs sees the same."""
         view = permission_view(principal)
-        if view is None and latest_only:
+        sees_all = principal is None or (principal.tools is None and not (principal.admin and self._quarantined))
+        if latest_only and sees_all:
             return self._visible_latest
-        specs = self._visible_latest if latest_only else self._all_versions
+        specs = self._every_latest if latest_only else self._all_versions
 
         def build() -> tuple[ToolSpec, ...]:
-            return tuple(s for s in specs if s.visible and permitted(principal, s))
+            return tuple(s for s in specs if listable(principal, s))
 
         return self._views.get((view, latest_only), build)
 

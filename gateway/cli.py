@@ -1,4 +1,4 @@
-"""`toolplex serve | check | tools | schema`."""
+"""`toolplex serve | check | tools | pins | schema`."""
 
 from __future__ import annotations
 
@@ -177,6 +177,97 @@ async def _serve(gateway: Any, server: Any, path: str, *, watch: bool) -> int:
     return 0 if server.started else 1
 
 
+async def _pins(args: argparse.Namespace) -> int:
+    """`toolplex pins ...` against the configured state store (Redis: what every replica shares).
+
+    With the in-memory store no running gateway's pins can be reached: the command discovers the backends itself
+    and compares them with the pin file, so `approve --write-file` (then a reload of the gateway) is the way."""
+    from gateway.pinning import PinAdmin, PinBook, PinError, Pinning, PinPolicy
+    from gateway.runtime import build_store, close_backends, discover_all, wait_for_store
+
+    config = _load(args.config)
+    policy = PinPolicy.from_config(config)
+    state = config.settings.state
+    store = build_store(state)
+    book = PinBook(store)
+    try:
+        if state.store == "redis":
+            await wait_for_store(store, state)
+        else:
+            if args.action in ("approve", "reject") and not getattr(args, "write_file", False):
+                print(
+                    "with state.store: memory the gateway's pins live in its own process: approve into the pin file "
+                    "(--write-file, then reload the gateway), or share the pins in Redis (state.store: redis)",
+                    file=sys.stderr,
+                )
+                return 1
+            _catalog, backends, _states = await discover_all(config, Pinning(book, policy))
+            await close_backends(backends)
+        admin = PinAdmin(book, policy)
+        try:
+            return await _pins_action(admin, args)
+        except PinError as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
+    finally:
+        await store.close()
+
+
+async def _pins_action(admin: Any, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        views = await admin.list(status="changed" if args.changed else None)
+        if args.json:
+            print(json.dumps([v.to_dict() for v in views], indent=2))
+            return 0
+        rows = [
+            {
+                "pin": v.pin,
+                "mode": v.mode,
+                "status": v.status + (" (in file)" if v.in_file else ""),
+                "approved": (v.approved or {}).get("hash", "")[:19],
+                "pending": (v.pending or {}).get("hash", "")[:19],
+            }
+            for v in views
+        ]
+        headers = ["pin", "mode", "status", "approved", "pending"]
+        widths = [max([len(h), *(len(str(r[h])) for r in rows)]) for h in headers]
+        print("  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)))
+        for row in rows:
+            print("  ".join(str(row[h]).ljust(w) for h, w in zip(headers, widths, strict=True)))
+        return 0
+    if args.action == "diff":
+        found = await admin.diff(args.pin)
+        if args.json:
+            print(json.dumps(found, indent=2))
+        else:
+            print(f"{found['pin']}: {', '.join(found['changed'])} changed")
+            print(f"approved {found['approved_hash']}\npending  {found['pending_hash']}")
+            sys.stdout.write(found["diff"])
+        return 0
+    names = list(args.pins)
+    if args.all:
+        names += [v.pin for v in await admin.list(status="changed" if args.action == "reject" else None)]
+    if not names:
+        print("name at least one pin (see toolplex pins list), or --all", file=sys.stderr)
+        return 1
+    for name in dict.fromkeys(names):
+        if args.action == "approve":
+            view = await admin.approve(name, by=args.by, write_file=args.write_file)
+        else:
+            view = await admin.reject(name, by=args.by)
+        print(f"{view.pin}: {args.action}d, approved {(view.approved or {}).get('hash')}")
+    return 0
+
+
+def cmd_pins(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_pins(args))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     """The configuration's JSON Schema (config/schema.json), or its reference (docs/configuration-reference.md)."""
     if args.markdown:
@@ -251,6 +342,25 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_argument("--config", required=True)
     tools.add_argument("--json", action="store_true", help="print JSON instead of a table")
     tools.set_defaults(func=cmd_tools)
+    pins = sub.add_parser("pins", help="list, diff, approve or reject tool-definition pins (docs/pinning.md)")
+    pin_actions = pins.add_subparsers(dest="action", required=True)
+    listing = pin_actions.add_parser("list", help="every pin, with its approved and pending hashes")
+    listing.add_argument("--changed", action="store_true", help="only the pins whose change awaits a decision")
+    diff = pin_actions.add_parser("diff", help="a pin's pending change against its approved definition")
+    diff.add_argument("pin", help="a pin id (<backend>/<tool>@<version>) or a tool name")
+    approve = pin_actions.add_parser("approve", help="make pending definitions the approved ones")
+    reject = pin_actions.add_parser("reject", help="keep the approved definitions, reject the pending ones")
+    for decide in (approve, reject):
+        decide.add_argument("pins", nargs="*", help="pin ids (<backend>/<tool>@<version>) or tool names")
+        decide.add_argument("--all", action="store_true", help="every pin awaiting a decision (approve: every pin)")
+        decide.add_argument("--by", default=os.environ.get("USER"), help="who decides (recorded; default $USER)")
+    approve.add_argument(
+        "--write-file", action="store_true", help="also write the approved definitions into pinning.file"
+    )
+    for action in (listing, diff, approve, reject):
+        action.add_argument("--config", default=env_config, required=env_config is None, help="the configuration")
+        action.add_argument("--json", action="store_true", help="print JSON")
+        action.set_defaults(func=cmd_pins)
     schema = sub.add_parser("schema", help="print the configuration's JSON Schema, generated from the settings models")
     schema.add_argument("--markdown", action="store_true", help="print the configuration reference instead")
     schema.set_defaults(func=cmd_schema)

@@ -27,6 +27,7 @@ from gateway.catalog import Catalog
 from gateway.config import GatewayConfig
 from gateway.errors import ConfigError, GatewayError
 from gateway.model import ToolSpec
+from gateway.pinning import Pinning
 from gateway.routing import apply_routing
 from gateway.settings import BackendSettings, UpstreamBackendSettings
 
@@ -72,6 +73,7 @@ class BackendState:
     error: str | None = None
     checked_at: str | None = None
     specs: list[ToolSpec] = field(default_factory=list, repr=False)
+    routed: list[ToolSpec] = field(default_factory=list, repr=False)  # `specs` before pinning marked any
 
     def public(self) -> dict[str, Any]:
         """What discovery knows; readiness adds the backend's own `health()` (its breaker) to it."""
@@ -94,11 +96,13 @@ class Discovery:
         publish: Callable[[Catalog], None],
         *,
         carried: Mapping[str, BackendState] | None = None,
+        pinning: Pinning | None = None,
     ) -> None:
         self.config = config
         self.backends = backends
         self.build = build  # (specs, names of the backends that are up) -> Catalog, or ConfigError
         self.publish = publish
+        self.pinning = pinning  # checks upstream tools' definitions against their pins (`gateway.pinning`)
         carried = carried or {}
         # A reload carries over what kept backends last said, so they need no rediscovery before the swap.
         self.states: dict[str, BackendState] = {
@@ -126,19 +130,37 @@ class Discovery:
             log.exception("discovery_failed", backend=state.name)
             state.state, state.error = "down", f"{type(exc).__name__}: {exc}"
         else:
-            state.specs = _as_listed(backend, apply_routing(discovered, settings))
+            state.routed = apply_routing(discovered, settings)
+            state.specs = await self._pinned(settings, state)
             state.state, state.error, state.tools = "up", None, len(state.specs)
         state.checked_at = datetime.now(UTC).isoformat(timespec="seconds")
         if state.state == "down":
             log.warning("backend_down", backend=state.name, error=state.error)
 
-    async def refresh(self, *, strict: bool = False, only: set[str] | None = None) -> Catalog | None:
-        """Discover every backend (or `only` those), rebuild the catalog and publish it; None when inconsistent."""
+    async def _pinned(self, settings: BackendSettings, state: BackendState) -> list[ToolSpec]:
+        """The backend's routed tools checked against their pins (quarantined ones marked), as listed."""
+        backend = self.backends[settings.name]
+        specs = state.routed
+        if self.pinning is not None:
+            specs = await self.pinning.check(settings, backend, specs)
+        return _as_listed(backend, specs)
+
+    async def _repin(self, settings: BackendSettings) -> None:
+        """Check a backend's last discovered tools against the pins again, without asking the backend."""
+        state = self.states[settings.name]
+        if state.state == "up" and state.routed:
+            state.specs = await self._pinned(settings, state)
+
+    async def refresh(
+        self, *, strict: bool = False, only: set[str] | None = None, repin: bool = False
+    ) -> Catalog | None:
+        """Discover every backend (or `only` those), rebuild the catalog and publish it; None when inconsistent.
+        With `repin`, the others' last tools are checked against the pins again (a reload's new pin file)."""
         results = await asyncio.gather(
             *(
-                self._discover_one(i, b, strict)
+                self._discover_one(i, b, strict) if only is None or b.name in only else self._repin(b)
                 for i, b in enumerate(self.config.settings.backends)
-                if only is None or b.name in only
+                if only is None or b.name in only or repin
             ),
             return_exceptions=True,
         )

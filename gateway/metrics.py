@@ -8,7 +8,8 @@ costs a dict lookup, a counter and a histogram update, and two integer updates.
 When scraped, and only then, the route reads: each backend's discovery state, tool count and
 upstream circuit breaker; pending calls (runs started for a later collect, running or
 finished); sessions per front (the state store's `count`, when it has one; Redis answers it
-with one command per front); configuration reloads. Nothing of that costs a call anything.
+with one command per front); configuration reloads; tool definitions found changed (pinning).
+Nothing of that costs a call anything.
 Each middleware instance has its own registry, so several gateways in one process never
 share counters. The route asks for credentials like every front.
 """
@@ -216,6 +217,18 @@ def reload_family(reloads: dict[str, int]) -> Metric:
     return family
 
 
+def pin_change_family(changes: dict[tuple[str, str, str], int]) -> Metric:
+    """Tool definitions found changed since they were approved (`gateway.pinning`), counted where recorded."""
+    family = CounterMetricFamily(
+        "toolplex_tool_definition_changes",
+        "Upstream tool definitions found changed since approved, by backend, tool and pinning mode",
+        labels=["backend", "tool", "mode"],
+    )
+    for (backend, tool, mode), count in sorted(changes.items()):
+        family.add_metric([backend, tool, mode], count)
+    return family
+
+
 async def backend_states(services: FrontServices) -> list[dict[str, Any]]:
     """Discovery's view of each backend with its own health, as /readyz shows it."""
     return await services.backend_states()
@@ -229,6 +242,7 @@ async def scraped(services: FrontServices) -> CollectorRegistry:
         pending_family(services.runs, services.unclaimed_runs()),
         *await session_families(services.store, (name for name in fronts() if name != "metrics")),
         reload_family(dict(services.reloads)),
+        pin_change_family(dict(services.pin_changes)),
     ]
     registry.register(Families(families))
     return registry

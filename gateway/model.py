@@ -16,7 +16,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
-from gateway.errors import Failure, GatewayError
+from gateway.errors import ErrorKind, Failure, GatewayError
 
 # OXP ids and OpenTool / OpenAI function names, as published.
 PART_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
@@ -46,6 +46,35 @@ class Requirements:
 
 
 @dataclass(frozen=True)
+class Quarantine:
+    """Why a tool is held back (`gateway.pinning`): its definition changed since it was approved. Calls are
+    refused with `message`; listings show it to admins only (`Principal.admin`)."""
+
+    pin: str  # the pin's id: <backend>/<flat name>@<version>
+    message: str
+    changed: tuple[str, ...] = ()  # the definition's fields that differ from the approved one
+    approved_hash: str | None = None
+    current_hash: str | None = None
+    rejected: bool = False  # an administrator rejected this very definition
+
+    def failure(self, spec: ToolSpec) -> GatewayError:
+        """What a call of the quarantined tool gets: forbidden, naming the change (every front maps it)."""
+        return GatewayError.of(
+            ErrorKind.FORBIDDEN,
+            self.message,
+            details={
+                "tool": spec.flat_name,
+                "quarantined": True,
+                "pin": self.pin,
+                "changed": list(self.changed),
+                "approved_hash": self.approved_hash,
+                "current_hash": self.current_hash,
+                "rejected": self.rejected,
+            },
+        )
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     """One version of one tool, whichever backend serves it."""
 
@@ -68,6 +97,9 @@ class ToolSpec:
     binding: Any = field(default=None, compare=False, repr=False)
     # Where an upstream server listed it (a backend that relays a protocol): listings keep that server's order.
     listed_at: int | None = field(default=None, compare=False)
+    # Set by pinning in enforce mode when the definition changed since it was approved: refused to every caller,
+    # listed to admins only (`gateway.pinning`).
+    quarantine: Quarantine | None = None
 
     @property
     def flat_name(self) -> str:
@@ -95,6 +127,8 @@ class Principal:
     # An OAuth caller's grant table (claim value -> globs) its `tools` came from: which scopes would let it call
     # a tool it may not (the 403 `insufficient_scope` challenge names them). None: no scope would change that.
     grants: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    # Matched by `auth.admins`: sees quarantined tools in listings (`gateway.pinning`); calls nothing more.
+    admin: bool = False
 
     def may_call(self, spec: ToolSpec) -> bool:
         return self.tools is None or any(fnmatchcase(spec.flat_name, pattern) for pattern in self.tools)

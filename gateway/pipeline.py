@@ -228,10 +228,11 @@ def deadline_for(parts: Parts, policy: CallPolicy, call: Call, spec: ToolSpec | 
 
 def authorize(spec: ToolSpec, ctx: CallContext) -> None:
     principal = ctx.principal
-    if principal is None:
-        return
-    if permitted(principal, spec):
-        note_allowed()
+    if principal is None or permitted(principal, spec):
+        if principal is not None:
+            note_allowed()
+        if spec.quarantine is not None:  # its definition changed since it was approved (`gateway.pinning`)
+            raise spec.quarantine.failure(spec)
         return
     scopes = principal.scopes_for(spec)
     note_insufficient_scope(scopes)  # an OAuth caller is told which scopes would allow it (403 challenge)

@@ -37,6 +37,7 @@ from gateway.limits import CallLimiter, RateLimiter
 from gateway.middleware import build_middleware
 from gateway.model import ToolSpec
 from gateway.ownership import Shares
+from gateway.pinning import PinAdmin, PinBook, Pinning, PinPolicy
 from gateway.pipeline import Admission, CallPolicy, InFlight, Pipeline
 from gateway.plugins import backend_kinds, resolve
 from gateway.replicas import Replicas, advertised_url
@@ -191,13 +192,16 @@ async def report_backends(states: Mapping[str, BackendState], backends: Mapping[
     return report
 
 
-async def discover_all(config: GatewayConfig) -> tuple[Catalog, dict[str, Backend], dict[str, BackendState]]:
-    """Discover every backend once, strictly (for `toolplex check` and `toolplex tools`)."""
+async def discover_all(
+    config: GatewayConfig, pinning: Pinning | None = None
+) -> tuple[Catalog, dict[str, Backend], dict[str, BackendState]]:
+    """Discover every backend once, strictly (for `toolplex check`, `toolplex tools` and, with `pinning`,
+    `toolplex pins` on the in-memory store)."""
     context = backend_context(config)
     backends = {s.name: create_backend(s, context) for s in config.settings.backends}
     published: list[Catalog] = []
     cache = ResultCache.from_backends(config.settings.backends)
-    discovery = Discovery(config, backends, catalog_builder(config, cache), published.append)
+    discovery = Discovery(config, backends, catalog_builder(config, cache), published.append, pinning=pinning)
     try:
         await start_backends(backends)
         await discovery.refresh(strict=True)
@@ -267,6 +271,7 @@ class Gateway:
         self.shares = Shares(share_of(config))
         self.store: StateStore = build_store(config.settings.state, self.shares)
         self.replicas = Replicas(self.store, lease_s=float(config.settings.state.lease_s))
+        self.pin_book = PinBook(self.store)  # tool-definition pins and the changes counted (`gateway.pinning`)
         self.forwarder = Forwarder(self.replicas, timeout_s=float(config.settings.limits.max_timeout_s) + 60)
         self.homes = Homes(self.store, self.replicas, self.forwarder)
         self.workspaces = Workspaces(config.settings.workspaces, self.shares)
@@ -319,6 +324,14 @@ class Gateway:
     async def backend_states(self) -> list[dict[str, Any]]:
         discovery, backends = self.discovery, self.snapshot.backends  # swapped together: read them together
         return await report_backends(discovery.states, backends) if discovery is not None else []
+
+    @property
+    def pins(self) -> PinAdmin:
+        """List, diff, approve and reject tool-definition pins (`gateway.pinning`): what the console calls. A
+        decision made here rediscovers the backend at once; other replicas follow at their next discovery."""
+        pinning = self.discovery.pinning if self.discovery is not None else None
+        policy = pinning.policy if pinning is not None else PinPolicy.from_config(self.snapshot.config)
+        return PinAdmin(self.pin_book, policy, rediscover=self.rediscover, catalog=lambda: self.snapshot.catalog)
 
     async def _call(self, call: Any) -> Any:
         return await self.snapshot.pipeline(call)
@@ -409,7 +422,18 @@ class Gateway:
             log.warning("config_warning", problem=warning)
         await wait_for_store(self.store, config.settings.state)
         install_workspaces(self.workspaces)
-        self.discovery = Discovery(config, backends, catalog_builder(config, generation.cache), self._publish)
+        try:
+            policy = PinPolicy.from_config(config)
+        except ConfigError:
+            uninstall_workspaces(self.workspaces)
+            raise
+        self.discovery = Discovery(
+            config,
+            backends,
+            catalog_builder(config, generation.cache),
+            self._publish,
+            pinning=Pinning(self.pin_book, policy),
+        )
         try:
             await start_backends(backends)
             await self.discovery.refresh(strict=True)
@@ -464,9 +488,10 @@ class Gateway:
                 catalog_builder(config, generation.cache),
                 lambda catalog: None,
                 carried={n: s for n, s in (self.discovery.states if self.discovery else {}).items() if n in kept},
+                pinning=Pinning(self.pin_book, PinPolicy.from_config(config)),
             )
             await start_backends(fresh)
-            catalog = await discovery.refresh(strict=True, only=set(fresh))
+            catalog = await discovery.refresh(strict=True, only=set(fresh), repin=True)
             self._build_fronts(generation)  # last: nothing after it can refuse the reload
         except BaseException:
             await close_backends(fresh)

@@ -35,6 +35,7 @@ from gateway.workspaces import Workspaces
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
     from gateway.config.models import LimitsSettings
+    from gateway.pinning import PinAdmin
     from gateway.runtime import Gateway
 
 
@@ -306,6 +307,16 @@ class FrontServices:
     def reloads(self) -> Mapping[str, int]:
         """Configuration reloads so far, by result: ok, failed."""
         return dict(self._gateway.reloads)
+
+    @property
+    def pin_changes(self) -> Mapping[tuple[str, str, str], int]:
+        """Tool definitions this process found changed, by (backend, tool, mode) (`gateway.pinning`)."""
+        return dict(self._gateway.pin_book.changes)
+
+    @property
+    def pins(self) -> PinAdmin:
+        """Tool-definition pins: list, diff, approve, reject (`gateway.pinning.PinAdmin`), for an admin console."""
+        return self._gateway.pins
 
     def __repr__(self) -> str:
         return f"FrontServices(version={self.version!r})"

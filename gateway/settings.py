@@ -9,9 +9,9 @@ assembly live in `gateway.config.models`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from gateway.oauth.client import UpstreamOAuthSettings
 
@@ -63,6 +63,25 @@ class CacheSettings(Section):
         return self
 
 
+def _pin_mode(value: Any) -> Any:
+    """YAML 1.1 reads a bare `off` as false: that is the mode off."""
+    return "off" if value is False else value
+
+
+PinMode = Annotated[Literal["off", "warn", "enforce"], BeforeValidator(_pin_mode)]
+
+
+class BackendPinningSettings(Section):
+    """This backend's own tool-definition pinning mode, instead of the gateway's `pinning.mode`"""
+
+    mode: PinMode = Field(
+        description=(
+            "off: not pinned; warn: a changed definition is served, logged with a diff and counted; enforce: a "
+            "changed tool is quarantined until approved. Set here, it pins an in-process backend too"
+        )
+    )
+
+
 class BackendSettings(Section):
     """The keys of every backend: its name, kind and the routing rules applied to what it discovers.
 
@@ -88,6 +107,13 @@ class BackendSettings(Section):
     version: str | None = Field(default=None, pattern=SEMVER_PATTERN, description="Serve every tool as this version")
     timeouts: dict[str, PositiveSeconds] | None = Field(default=None, description="Tool name -> deadline in seconds")
     cache: CacheSettings | None = None
+    pinning: BackendPinningSettings | None = Field(
+        default=None,
+        description=(
+            "Tool-definition pinning for this backend; default: the gateway's pinning.mode for upstreams, off for "
+            "in-process (python, typescript) backends"
+        ),
+    )
 
     # Whether `include`/`exclude` are tool-name globs applied by routing (`gateway.routing`); a kind whose filters
     # mean more than names (an OpenAPI operation's tags, method) applies them itself at discovery instead.

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 
 from gateway.plugins import Adapter, installed_adapters
-from gateway.settings import BackendSettings, Section
+from gateway.settings import BackendSettings, PinMode, Section
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 
@@ -318,6 +318,13 @@ class AuthSettings(Section):
     api_keys: list[ApiKeySettings] = Field(default=[])
     jwt: JwtAuthSettings | None = None
     oauth: OAuthResourceSettings | None = None
+    admins: list[NonEmpty] = Field(
+        default=[],
+        description=(
+            "Globs on principal names (an API key's name, jwt:<sub>, oauth:<issuer name>:<sub>) of the admins: "
+            "they also see quarantined tools in listings (pinning). Nobody is an admin with auth off"
+        ),
+    )
 
 
 class ProviderSettings(Section):
@@ -447,6 +454,44 @@ class DiscoverySettings(Section):
     interval_s: float = Field(default=30, ge=0, description="Re-discover every backend this often; 0 turns it off")
 
 
+class PinningSettings(Section):
+    """Tool-definition pinning: each upstream tool's definition (description, schemas, annotations) is hashed
+    and recorded in the state store at first discovery; a later change is logged and counted (warn) or
+    quarantined until an administrator approves it (enforce). See docs/pinning.md"""
+
+    mode: PinMode = Field(
+        default="warn",
+        description=(
+            "off: nothing is recorded; warn: a changed definition is served, logged with a diff and counted; "
+            "enforce: a changed tool is refused to callers and listed to admins only until approved. A backend's "
+            "own pinning.mode overrides it"
+        ),
+    )
+    file: str | None = Field(
+        default=None,
+        description=(
+            "A pin file (YAML or JSON: tool -> approved hash and definition) read at start and on reload, relative "
+            "to the configuration file: its definitions are approved, and a first discovery that differs from it "
+            "is a change. `toolplex pins approve --write-file` writes it"
+        ),
+    )
+    max_definition_bytes: int = Field(
+        default=65536,
+        ge=256,
+        description=(
+            "Largest definition (as JSON) kept with a pin for diffs; a larger one is pinned by its hash alone"
+        ),
+    )
+    max_tools_per_backend: int = Field(
+        default=10000,
+        ge=1,
+        description=(
+            "Most tools pinned per backend; past it a backend's further tools are not recorded (enforce: "
+            "quarantined, warn: served with a warning)"
+        ),
+    )
+
+
 class TracingSettings(Section):
     """OpenTelemetry traces: a span per call, sent by OTLP over HTTP; needs `pip install 'toolplex[otel]'`; read at start"""  # noqa: E501
 
@@ -535,6 +580,7 @@ class GatewaySettings(Section):
     middleware: list[MiddlewareEntry] = Field(default=[], description=MIDDLEWARE_DESCRIPTION)
     backends: list[BackendSettings] = Field(default=[], description=BACKENDS_DESCRIPTION)
     discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
+    pinning: PinningSettings = Field(default_factory=PinningSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
 
     @model_validator(mode="after")
@@ -578,6 +624,7 @@ __all__ = [
     "LimitsSettings",
     "LoggingSettings",
     "MiddlewareEntry",
+    "PinningSettings",
     "ProviderSettings",
     "RateLimitSettings",
     "ServerSettings",
