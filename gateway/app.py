@@ -76,7 +76,7 @@ def front_app_builder(bind_host: str | None, options: EdgeOptions) -> Any:
                 Route("/healthz", healthz, methods=["GET"]),
                 Route("/readyz", readyz, methods=["GET"]),
                 *oauth_routes,
-                *front_routes(gateway.services, config),
+                *front_routes(gateway.services, config, bind_host),
             ]
         )
         return Edge(router, guard, options, wrap)

@@ -7,17 +7,28 @@ gets the narrow `FrontServices` and its own typed settings, nothing else.
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.routing import BaseRoute
 
 from gateway.config import GatewayConfig
+from gateway.guard import is_loopback
 from gateway.plugins import fronts, resolve
 from gateway.services import FrontServices
 
 
-def front_routes(services: FrontServices, config: GatewayConfig) -> list[BaseRoute]:
+def enabled(settings: Any, bind_host: str | None) -> bool:
+    """A front's `enabled`; a front whose default is unset (None: the console) is on only when the gateway is
+    bound to a loopback address, where only this machine reaches it."""
+    if settings.enabled is None:
+        return bind_host is not None and is_loopback(bind_host)
+    return bool(settings.enabled)
+
+
+def front_routes(services: FrontServices, config: GatewayConfig, bind_host: str | None = None) -> list[BaseRoute]:
     routes: list[BaseRoute] = []
     for name, plugin in fronts().items():
         settings = getattr(config.settings.fronts, name)
-        if settings.enabled:
+        if enabled(settings, bind_host):
             routes.extend(resolve(plugin.routes)(services, settings))
     return routes

@@ -33,7 +33,7 @@ from gateway.breaker import STATE_VALUES
 from gateway.errors import GatewayError
 from gateway.http import json_response
 from gateway.middleware import BaseMiddleware
-from gateway.model import Call, Outcome, RequestKind
+from gateway.model import Call, Outcome, labels_of
 from gateway.plugins import Adapter, FrontPlugin, fronts
 from gateway.settings import FrontSettings
 from gateway.upstream import UPSTREAMS
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("toolplex.metrics")
 
-UNKNOWN = "(unknown)"  # tool and backend of calls for tools not in the catalog: client-chosen names are no labels
 MAX_CACHED_SERIES = 10_000  # label sets whose children are kept at hand (the metrics themselves keep all)
 DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 SESSION_NAMESPACE = "session.{front}"  # gateway/sessions.py: each front's sessions in a store namespace of its own
@@ -90,13 +89,7 @@ class Metrics(BaseMiddleware):
 
     async def after(self, call: Call, outcome: Outcome) -> None:
         front = call.context.front
-        spec = outcome.spec
-        if spec is not None:
-            backend, tool = spec.backend, spec.flat_name
-        elif call.kind is not RequestKind.TOOL:  # the operation is the front's own name for it, never the client's
-            backend, tool = call.backend or "(gateway)", call.tool
-        else:
-            backend, tool = UNKNOWN, UNKNOWN
+        backend, tool = labels_of(call, outcome)
         labels = (front, backend, tool, "ok" if outcome.error is None else outcome.error.kind.value)
         series = self._series.get(labels)
         if series is None:

@@ -299,3 +299,17 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+UNKNOWN = "(unknown)"  # tool and backend of calls for tools not in the catalog: client-chosen names are no labels
+
+
+def labels_of(call: Call, outcome: Outcome) -> tuple[str, str]:
+    """(backend, tool) a call is counted under (metrics, the console's traffic): the catalog's names, the
+    front's own name of another kind of request, never a name the client chose for a tool that is not there."""
+    spec = outcome.spec
+    if spec is not None:
+        return spec.backend, spec.flat_name
+    if call.kind is not RequestKind.TOOL:
+        return call.backend or "(gateway)", call.tool
+    return UNKNOWN, UNKNOWN

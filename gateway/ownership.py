@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from gateway.errors import ErrorKind, GatewayError
 
@@ -77,6 +77,14 @@ def space_of(key: str) -> tuple[str, str | None]:
         if found:
             return namespace, f"{namespace}:{owner}"
     return namespace, None
+
+
+def owner_of_space(space: str) -> str | None:
+    """The owner's name of an owned space (`<namespace>:~<quoted owner>`), None for a namespace's own space."""
+    _, sep, rest = space.partition(":")
+    if not sep or not rest.startswith(OWNED_MARK):
+        return None
+    return unquote(rest[len(OWNED_MARK) :])
 
 
 class StoreFull(GatewayError):

@@ -588,6 +588,15 @@ class PinAdmin:
             "diff": diff_text(base, new, old_name=f"{pin} (approved)", new_name=f"{pin} (discovered)"),
         }
 
+    async def definitions(self, pin: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The approved definition (the store's, else the pin file's) and the pending one, for a side-by-side
+        view (the console); None where not kept."""
+        approved, pending = await asyncio.gather(
+            self.store.get(_key("approved", pin)), self.store.get(_key("pending", pin))
+        )
+        new = pending.get("definition") if isinstance(pending, dict) else None
+        return self._base(pin, approved)[1], new if isinstance(new, dict) else None
+
     def _base(self, pin: str, approved: Any) -> tuple[str | None, dict[str, Any] | None]:
         if isinstance(approved, dict):
             return approved.get("hash"), approved.get("definition")

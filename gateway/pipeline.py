@@ -191,19 +191,27 @@ class Admission:
 
 
 class InFlight:
-    """Calls running on one pipeline: a reload closes what only the old snapshot used once this is zero."""
+    """Calls running on one pipeline: a reload closes what only the old snapshot used once this is zero.
+    Counted per front too (the console shows it)."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.by_front: dict[str, int] = {}
         self._idle = asyncio.Event()
         self._idle.set()
 
-    def enter(self) -> None:
+    def enter(self, front: str) -> None:
         self.count += 1
+        self.by_front[front] = self.by_front.get(front, 0) + 1
         self._idle.clear()
 
-    def leave(self) -> None:
+    def leave(self, front: str) -> None:
         self.count -= 1
+        left = self.by_front[front] - 1
+        if left:
+            self.by_front[front] = left
+        else:
+            del self.by_front[front]
         if not self.count:
             self._idle.set()
 
@@ -339,8 +347,10 @@ class Pipeline:
         validators: ValidatorCache | None = None,
         in_flight: InFlight | None = None,
         rates: RateLimiter | None = None,
+        recorders: Sequence[Callable[[Call, Outcome], None]] = (),
     ) -> None:
         self.parts = parts
+        self.recorders = tuple(recorders)  # told of every outcome, synchronously (the console's traffic)
         self.policy = policy
         self.admission = admission
         self.limiter = limiter
@@ -372,6 +382,11 @@ class Pipeline:
         marked = tracing.mark_call(call.context.call_id)  # log lines of the call (its own included) name it
         try:
             outcome = await next_(call)
+            for record in self.recorders:
+                try:
+                    record(call, outcome)
+                except Exception:
+                    log.exception("call_recorder_failed", call_id=outcome.call_id)
             for hook in self._after:
                 try:
                     await hook(call, outcome)
@@ -391,7 +406,8 @@ class Pipeline:
         upstream: UpstreamAnswer | None = None
         principal = principal_name(ctx.principal)
         limited = False
-        self.in_flight.enter()
+        front = ctx.front
+        self.in_flight.enter(front)
         try:
             self.admission.enter(task)
             self.limiter.enter(principal)
@@ -413,7 +429,7 @@ class Pipeline:
             if limited:
                 self.limiter.leave(principal)
             self.admission.leave(task)
-            self.in_flight.leave()
+            self.in_flight.leave(front)
         if outcome is None:
             outcome = Outcome(call_id=ctx.call_id, spec=call.spec, error=failure, upstream=upstream)
         outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)

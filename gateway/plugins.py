@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from gateway.backends import Backend, BackendContext
+    from gateway.model import Outcome, ToolSpec
     from gateway.services import FrontServices
     from gateway.settings import BackendSettings, FrontSettings
 
@@ -38,6 +39,23 @@ ENTRY_POINT_GROUP = "toolplex.adapters"
 
 RoutesFactory = Callable[["FrontServices", Any], "list[BaseRoute]"]
 BackendFactory = Callable[[Any, "BackendContext"], "Backend"]
+
+
+@dataclass(frozen=True)
+class Presented:
+    """One call as a front would have answered it on the wire: the HTTP status and the JSON body."""
+
+    status: int
+    body: Any
+
+
+class Presenter(Protocol):
+    """How a front shows a tool and a call's outcome to its clients, for the console (`gateway.console`): the
+    protocol's own name for the tool, and the exact answer its call route would give for an outcome."""
+
+    def name_of(self, spec: ToolSpec) -> str: ...
+
+    def answer(self, spec: ToolSpec, outcome: Outcome, arguments: dict[str, Any]) -> Presented: ...
 
 
 @dataclass(frozen=True)
@@ -52,6 +70,8 @@ class FrontPlugin:
 
     settings: type[FrontSettings]
     routes: RoutesFactory | str
+    # How this front names tools and answers calls (`Presenter`), or "module:attribute"; None: it calls no tools.
+    presenter: Presenter | str | None = None
 
 
 @dataclass(frozen=True)

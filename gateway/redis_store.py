@@ -21,6 +21,7 @@ answers in its own protocol.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
@@ -31,7 +32,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.ownership import WHOLE, Shares, StoreFull, space_of, too_large
+from gateway.ownership import WHOLE, Shares, StoreFull, owner_of_space, space_of, too_large
 from gateway.state import DEFAULT_MAX_BYTES, bucket_ttl
 
 log = structlog.get_logger("toolplex.state")
@@ -317,6 +318,35 @@ class RedisStore:
             return int(await self._redis.zcard(f"{self.prefix}index:{namespace}"))
         except (RedisError, OSError) as exc:
             raise unreachable(exc) from None
+
+    async def keys(self, namespace: str, limit: int = 10_000) -> list[str]:
+        """Live keys from the namespace's index (its scores are expiry times, in Redis' clock; ours is close)."""
+        now_ms = int(time.time() * 1000)
+        try:
+            raw = await self._redis.zrangebyscore(
+                f"{self.prefix}index:{namespace}", f"({now_ms}", "+inf", start=0, num=limit
+            )
+        except (RedisError, OSError) as exc:
+            raise unreachable(exc) from None
+        cut = len(self.prefix)
+        return [(k.decode() if isinstance(k, bytes) else k)[cut:] for k in raw]
+
+    async def owners(self, namespace: str) -> dict[str, int]:
+        """Each owner's space is in the namespace's bytes hash; its index counts its live entries."""
+        now_ms = int(time.time() * 1000)
+        try:
+            spaces = [
+                s.decode() if isinstance(s, bytes) else s
+                for s in await self._redis.hkeys(f"{self.prefix}bytes:{namespace}")
+            ]
+            owned = [(space, owner) for space in spaces if (owner := owner_of_space(space)) is not None]
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for space, _ in owned:
+                    pipe.zcount(f"{self.prefix}index:{space}", f"({now_ms}", "+inf")
+                counted = await pipe.execute() if owned else []
+        except (RedisError, OSError) as exc:
+            raise unreachable(exc) from None
+        return {owner: int(n) for (_, owner), n in zip(owned, counted, strict=True) if int(n)}
 
     async def close(self) -> None:
         try:

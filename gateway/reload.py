@@ -60,6 +60,7 @@ class ConfigReloader:
             config = load_config(self.path)
         except ConfigError as exc:
             self.gateway.reloads["failed"] += 1
+            self.gateway.history.refused(str(self.path), "; ".join(exc.problems))
             log.error("config_reload_failed", source=str(self.path), problems=exc.problems)
             return False
         register_secrets(config_secrets(config.data))  # new credentials are redacted before anything logs

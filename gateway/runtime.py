@@ -29,6 +29,10 @@ from gateway.background import BackgroundTasks
 from gateway.cache import ResultCache
 from gateway.catalog import Catalog
 from gateway.config import GatewayConfig
+from gateway.config_history import ConfigHistory
+from gateway.console.status import publish as publish_console
+from gateway.console.traffic import PUBLISH_EVERY_S as CONSOLE_PUBLISH_EVERY_S
+from gateway.console.traffic import TrafficRecorder
 from gateway.discovery import BackendState, Discovery
 from gateway.errors import ConfigError, GatewayError
 from gateway.forwarding import Forwarder
@@ -287,6 +291,9 @@ class Gateway:
         self._leaving: asyncio.Task[None] | None = None
         self.draining = False  # a stop is on its way (`server.drain_s`): /readyz fails while requests are served
         self.reloads = {"ok": 0, "failed": 0}
+        self.history = ConfigHistory(config.source)  # generations and refused reloads (the console shows them)
+        self.traffic = TrafficRecorder()  # every call by principal, front, backend and tool (`gateway.console`)
+        self.traffic.replica = self.replicas.id
         self._reload_lock = asyncio.Lock()
         self._retiring: dict[asyncio.Task[None], dict[str, Backend]] = {}  # task -> the backends it waits to close
         self._rediscovering: dict[str, bool] = {}  # backend -> another run wanted after the current one
@@ -374,6 +381,7 @@ class Gateway:
             validators=self.validators,
             in_flight=generation.in_flight,
             rates=RateLimiter.from_settings(generation.config.settings.limits, self.store),
+            recorders=(self.traffic.record,),
         )
         return Snapshot(generation, catalog, pipeline)
 
@@ -443,6 +451,13 @@ class Gateway:
             raise
         self.discovery.start_interval(config.settings.discovery.interval_s)
         self.ready = True
+        self._background.spawn(self._console_loop(), name="console-publish")
+
+    async def _console_loop(self) -> None:
+        """This replica's traffic and status, in the store every few seconds: any replica's console shows all."""
+        while True:
+            await publish_console(self)
+            await asyncio.sleep(CONSOLE_PUBLISH_EVERY_S)
 
     async def reload(self, config: GatewayConfig) -> bool:
         """Swap in a snapshot built from `config`; on any problem keep the running one and say why.
@@ -456,13 +471,16 @@ class Gateway:
                 changed = await self._reload(config)
             except ConfigError as exc:
                 self.reloads["failed"] += 1
+                self.history.refused(config.source, "; ".join(exc.problems))
                 log.error("config_reload_failed", source=config.source, problems=exc.problems)
                 return False
             except Exception as exc:
                 self.reloads["failed"] += 1
+                self.history.refused(config.source, f"{type(exc).__name__}: {exc}")
                 log.exception("config_reload_failed", source=config.source, error=f"{type(exc).__name__}: {exc}")
                 return False
             self.reloads["ok"] += 1
+            self.history.applied(config.source, ", ".join(f"{k}: {v}" for k, v in changed.items()))
             log.info("config_reloaded", source=config.source, **changed)
             return True
 

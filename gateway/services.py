@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import structlog
 
 from gateway.backends import Backend, Feature
 from gateway.catalog import BoundedCache, permission_view
@@ -25,6 +26,7 @@ from gateway.homes import Homes
 from gateway.model import Call, Outcome, Principal, ToolSpec, permitted
 from gateway.oauth.scopes import note_insufficient_scope
 from gateway.ownership import Shares
+from gateway.plugins import Presenter, fronts, resolve
 from gateway.replicas import Replicas
 from gateway.retrieval import retrieve
 from gateway.runs import RunRegistry
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from gateway.pinning import PinAdmin
     from gateway.runtime import Gateway
 
+
+log = structlog.get_logger("toolplex.services")
 
 LISTING_ENTRIES = 16  # encoded listings kept: (front, listing, variant) x permission views
 LISTING_BYTES = 64 * 1024 * 1024  # ... and their total size (10,000 tools list in a few MB per front)
@@ -317,6 +321,47 @@ class FrontServices:
     def pins(self) -> PinAdmin:
         """Tool-definition pins: list, diff, approve, reject (`gateway.pinning.PinAdmin`), for an admin console."""
         return self._gateway.pins
+
+    # ---- for the console (`gateway.console`) ----
+
+    def presenters(self) -> dict[str, Presenter]:
+        """The enabled fronts that call tools, by name, each with how it names tools and answers calls."""
+        found: dict[str, Presenter] = {}
+        for name, plugin in fronts().items():
+            settings = getattr(self._config.settings.fronts, name, None)
+            if plugin.presenter is not None and settings is not None and settings.enabled:
+                try:
+                    found[name] = resolve(plugin.presenter)
+                except Exception:  # a broken third-party adapter: the console shows the other fronts
+                    log.exception("front_presenter_unavailable", front=name)
+        return found
+
+    def backend_kind(self, name: str) -> str | None:
+        """The configured `kind` of a backend (the protocol its tools come from: python, opentool, mcp...)."""
+        for settings in self._config.settings.backends:
+            if settings.name == name:
+                return settings.kind
+        return None
+
+    async def replica_status(self) -> dict[str, Any]:
+        """This replica as the console shows it: backends, calls in flight, configuration history."""
+        from gateway.console.status import status_of
+
+        return await status_of(self._gateway)
+
+    async def publish_traffic(self) -> None:
+        """This replica's latest traffic into the store now, so a view read next includes it."""
+        from gateway.console.traffic import publish_quietly
+
+        await publish_quietly(self._gateway.traffic, self._gateway.store)
+
+    async def session_counts(self) -> list[dict[str, Any]]:
+        """Live sessions per front and owning principal, from the store (every replica's, when shared)."""
+        rows = []
+        for front in fronts():
+            for owner, count in sorted((await self._gateway.store.owners(f"session.{front}")).items()):
+                rows.append({"front": front, "principal": owner, "count": count})
+        return rows
 
     def __repr__(self) -> str:
         return f"FrontServices(version={self.version!r})"

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway.ownership import WHOLE, Shares, StoreFull, space_of, too_large
+from gateway.ownership import WHOLE, Shares, StoreFull, owner_of_space, space_of, too_large
 
 
 class StateStore(Protocol):
@@ -40,6 +40,14 @@ class StateStore(Protocol):
         0.0 when a token was taken; otherwise the seconds until one will be there
         (nothing is taken). Atomic, so replicas sharing the store share the bucket.
         """
+        ...
+
+    async def keys(self, namespace: str, limit: int = 10_000) -> list[str]:
+        """Up to `limit` live keys of one namespace (for an operator's views: the console's replicas and traffic)."""
+        ...
+
+    async def owners(self, namespace: str) -> dict[str, int]:
+        """Live entries of one namespace per owning principal (`gateway.ownership.owned_key`), by owner name."""
         ...
 
     async def close(self) -> None: ...
@@ -258,6 +266,31 @@ class MemoryStore:
             return wait
         self._put(key, (tokens - 1.0, now), bucket_ttl(rate, burst))
         return 0.0
+
+    async def keys(self, namespace: str, limit: int = 10_000) -> list[str]:
+        now = time.monotonic()
+        found: list[str] = []
+        for name in list(self._in.get(namespace, ())):
+            space = self._spaces.get(name)
+            if space is None:
+                continue
+            found.extend(key for key, (expires, _, _) in space.entries.items() if expires > now)
+            if len(found) >= limit:
+                return found[:limit]
+        return found
+
+    async def owners(self, namespace: str) -> dict[str, int]:
+        now = time.monotonic()
+        counts: dict[str, int] = {}
+        for name in list(self._in.get(namespace, ())):
+            owner = owner_of_space(name)
+            space = self._spaces.get(name)
+            if owner is None or space is None:
+                continue
+            live = sum(1 for expires, _, _ in space.entries.values() if expires > now)
+            if live:
+                counts[owner] = live
+        return counts
 
     async def close(self) -> None:
         self._spaces.clear()
