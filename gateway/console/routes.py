@@ -86,7 +86,8 @@ def failure_response(failure: Failure) -> Response:
 
 
 def not_found() -> Response:
-    return error(ErrorKind.NOT_FOUND, "Not Found", 404)
+    """What an unknown path answers (`gateway.edge`): admin-only routes answer others exactly so."""
+    return json_response({"detail": "Not Found"}, status=404)
 
 
 class Viewer:

@@ -175,3 +175,28 @@ async def test_an_owner_share_is_also_bounded_in_bytes(store: StateStore) -> Non
 async def test_an_owner_cannot_be_shifted_by_colons_in_its_name(store: StateStore) -> None:
     await store.set(owned_key("owned", "jwt:a:b", "c"), {"who": "a:b"}, 60)
     assert await store.get(owned_key("owned", "jwt:a", "b:c")) is None
+
+
+async def test_keys_lists_the_live_keys_of_one_namespace(store: StateStore) -> None:
+    await store.set("listed:a", 1, 60)
+    await store.set("listed:b", 2, 0.05)
+    await store.set(owned_key("listed", "jwt:alice", "s1"), 3, 60)
+    await store.set("other:c", 4, 60)
+    await until(lambda: _missing(store, "listed:b"), "the short-lived entry to expire")
+    assert sorted(await store.keys("listed")) == sorted(["listed:a", owned_key("listed", "jwt:alice", "s1")])
+    assert await store.keys("nothing-here") == []
+    assert len(await store.keys("listed", limit=1)) == 1
+
+
+async def test_owners_counts_each_principals_live_entries(store: StateStore) -> None:
+    for owner, count in (("alice", 2), ("jwt:b:c", 1)):  # a name with colons, as a JWT subject has
+        for n in range(count):
+            await store.set(owned_key("owned", owner, f"s{n}"), n, 60)
+    await store.set("owned:unowned", 0, 60)
+    assert await store.owners("owned") == {"alice": 2, "jwt:b:c": 1}
+    await store.delete(owned_key("owned", "jwt:b:c", "s0"))
+    assert await store.owners("owned") == {"alice": 2}
+
+
+async def _missing(store: StateStore, key: str) -> bool:
+    return await store.get(key) is None
