@@ -19,6 +19,7 @@ import os
 import secrets
 import socket
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -30,6 +31,10 @@ log = structlog.get_logger("toolplex.replicas")
 
 NAMESPACE = "replica"
 WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
+
+
+def _iso(seconds: float | None) -> str | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 def advertised_url(host: str, port: int, configured: str | None) -> str:
@@ -59,7 +64,7 @@ class Replicas:
         return f"{NAMESPACE}:{replica_id}"
 
     def _record(self) -> dict[str, Any]:
-        record = {"url": self.url, "pid": os.getpid(), "started": self.started}
+        record = {"url": self.url, "pid": os.getpid(), "started": self.started, "renewed": time.time()}
         return {**record, "leaving": True} if self.leaving else record
 
     async def register(self, url: str) -> None:
@@ -101,6 +106,23 @@ class Replicas:
             except GatewayError as exc:  # the store is down: the sessions move once the lease runs out
                 log.warning("replica_leave_not_recorded", replica=self.id, error=exc.failure.developer_message)
         log.info("replica_leaving", replica=self.id)
+
+    async def leases(self) -> dict[str, dict[str, Any]]:
+        """Every live replica's lease as the store holds it: when it was last renewed and when it runs out
+        (the console's state page)."""
+        found: dict[str, dict[str, Any]] = {}
+        for key in await self.store.keys(NAMESPACE):
+            record = await self.store.get(key)
+            if isinstance(record, dict):
+                renewed = record.get("renewed")
+                expires = renewed + self.lease_s if isinstance(renewed, int | float) else None
+                found[key.partition(":")[2]] = {
+                    "renewed": _iso(renewed),
+                    "expires": _iso(expires),
+                    "lease_s": self.lease_s,
+                    "leaving": bool(record.get("leaving")),
+                }
+        return found
 
     def is_self(self, replica_id: str | None) -> bool:
         return replica_id is None or replica_id == self.id

@@ -267,10 +267,12 @@ def routes(services: FrontServices, settings: ConsoleFrontSettings) -> list[Base
             s["key"]: {k: s[k] for k in ("calls", "errors", "error_rate", "p50_ms", "p99_ms")}
             for s in traffic["series"]["backend"]
         }
-        replicas = [
-            {k: status.get(k) for k in ("id", "url", "self", "leaving", "reported_at", "backends")}
-            for status in statuses
-        ]
+        replicas = []
+        for status in statuses:
+            shown = {k: status.get(k) for k in ("id", "url", "self", "leaving", "reported_at")}
+            here = traffic["by_replica"].get(status["id"], {})
+            shown["backends"] = [{**b, "stats": here.get(b.get("name"))} for b in status.get("backends") or ()]
+            replicas.append(shown)
         return json_response({"replicas": replicas, "stats": stats, "window_minutes": window})
 
     async def traffic(request: Request, viewer: Viewer) -> Response:
@@ -300,7 +302,14 @@ def routes(services: FrontServices, settings: ConsoleFrontSettings) -> list[Base
         if not viewer.admin:
             mine = viewer.own
             sessions = [row for row in sessions if row["principal"] == mine]
-        replicas = [{k: s.get(k) for k in ("id", "url", "leaving", "started", "self")} for s in statuses]
+        leases = await services.replicas.leases()
+        replicas = [
+            {
+                **{k: s.get(k) for k in ("id", "url", "leaving", "started", "self", "config")},
+                "lease": leases.get(s["id"]),
+            }
+            for s in statuses
+        ]
         return json_response({"sessions": sessions, "replicas": replicas, "config": own["config"]})
 
     def admin_only(handler: Handler) -> Handler:

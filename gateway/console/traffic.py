@@ -221,15 +221,21 @@ async def read_traffic(store: StateStore, principal: str | None, minutes: int = 
     first = now - max(1, min(minutes, KEEP_MINUTES)) + 1
     total = _Series()
     by: dict[str, dict[str, _Series]] = {"front": {}, "backend": {}, "tool": {}}
+    per_replica: dict[str, dict[str, _Series]] = {}  # replica -> backend -> its calls there
     for _key, body in await _entries(store, "traffic"):
         minute = body.get("minute") if isinstance(body, dict) else None
         if not isinstance(minute, int) or minute < first or minute > now:
             continue
+        replica = per_replica.setdefault(str(body.get("replica")), {})
         for row in body.get("rows", ()):
             owner, front, backend, tool, calls, errors, *histogram = row
             if principal is not None and owner != principal:
                 continue
             total.add(minute, calls, errors, histogram)
+            on_replica = replica.get(backend)
+            if on_replica is None:
+                on_replica = replica[backend] = _Series()
+            on_replica.add(minute, calls, errors, histogram)
             for name, value in (("front", front), ("backend", backend), ("tool", tool)):
                 series = by[name].get(value)
                 if series is None:
@@ -246,7 +252,17 @@ async def read_traffic(store: StateStore, principal: str | None, minutes: int = 
             name: [s.public(key) for key, s in sorted(found.items(), key=lambda kv: -kv[1].calls)]
             for name, found in by.items()
         },
+        "by_replica": {
+            replica: {backend: _stats(series) for backend, series in backends.items()}
+            for replica, backends in per_replica.items()
+            if backends
+        },
     }
+
+
+def _stats(series: _Series) -> dict[str, Any]:
+    """A series' figures without its points (what a table shows)."""
+    return {k: v for k, v in series.public().items() if k != "points"}
 
 
 async def read_failures(store: StateStore, principal: str | None, limit: int = 50) -> list[dict[str, Any]]:

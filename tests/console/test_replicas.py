@@ -83,5 +83,9 @@ def test_each_replica_shows_the_others_calls_failures_and_status(redis_url: str,
         replicas = until(both_replicas, "replica two to list both replicas")
         assert [r["self"] for r in replicas] == [True, False] and replicas[1]["id"] == one_id
         assert all(b["state"] == "up" for r in replicas for b in r["backends"])
+        alice_view = httpx.get(f"{two}/console/api/backends", headers=ALICE).json()["replicas"]
+        assert [b["stats"]["calls"] if b["stats"] else 0 for r in alice_view for b in r["backends"]] == [0, 1]
         state = httpx.get(f"{one}/console/api/state", headers=ALICE).json()
         assert len(state["replicas"]) == 2 and state["replicas"][0]["self"] is True
+        for replica in state["replicas"]:
+            assert replica["lease"]["expires"] > replica["lease"]["renewed"] and replica["config"]["generation"] == 1
