@@ -73,8 +73,13 @@ install-packages: $(VENV)/.installed $(TS)/node_modules/.installed
 	tests/openapi/install_openapi_fixtures.sh
 	touch $@
 
+# Debian's chromium for the console's browser tests (tests/console/test_browser.py; Playwright downloads no browser).
+.tools/.browser-installed: tests/console/install_browser.sh
+	tests/console/install_browser.sh
+	@mkdir -p .tools && touch $@
+
 install-test: $(VENV)/.installed-test $(TS)/node_modules/.installed .venv-arcade/.installed $(VENV)/.redis-installed \
-	.tools/.conformance-installed .tools/.oauth-installed .tools/.openapi-installed
+	.tools/.conformance-installed .tools/.oauth-installed .tools/.openapi-installed .tools/.browser-installed
 
 run: install
 	$(BIN)/toolplex serve --config $(CONFIG) --host $(HOST) --port $(PORT)
