@@ -111,7 +111,7 @@ class BackendSettings(Section):
         default=None,
         description=(
             "Tool-definition pinning for this backend; default: the gateway's pinning.mode for upstreams, off for "
-            "in-process (python, typescript) backends"
+            "tools that run in the gateway's own deployment (in-process backends)"
         ),
     )
 
