@@ -458,7 +458,12 @@ def test_backends_and_state_show_replicas_backends_sessions_and_a_refused_reload
     see(
         page.locator("table.grid").filter(has_text="Principal").locator("tbody tr").filter(has_text="mcp")
     ).to_contain_text("ada")
-    see(page.locator("section.panel").filter(has_text="Replicas").locator("tbody tr")).to_have_count(1)
+    replica = page.locator("tr.replica-row")
+    see(replica).to_have_count(1)
+    see(replica).to_contain_text("this one")
+    see(replica.locator(".lease")).to_contain_text("renewed")  # its lease in the store, and its expiry
+    see(replica.locator(".lease")).to_contain_text("expires")
+    see(replica).to_contain_text("reload")  # its own configuration: the refused reloads counted
     console.shot("state")
 
 

@@ -1160,7 +1160,8 @@ function backendsView(data) {
           { label: 'p99', cls: 'num' },
         ],
         (replica.backends || []).map((backend) => {
-          const stat = stats[backend.name] || {};
+          // this replica's own figures for the backend when the server gives them, else the gateway's
+          const stat = ('stats' in backend ? backend.stats : stats[backend.name]) || {};
           return {
             cls: backend.state === 'down' ? 'row-bad' : null,
             cells: [
@@ -1500,13 +1501,19 @@ function stateView(data) {
       ]),
       h('h3', null, 'Reloads'),
       table(
-        [{ label: 'At' }, { label: 'Result' }, { label: 'Generation', cls: 'num' }, { label: 'Message', cls: 'col-message' }],
+        [{ label: 'At', cls: 'col-reload' }, { label: 'Message' }],
         reloads.map((reload) => ({
-          cls: reload.ok ? null : 'row-bad reload-failed',
+          cls: reload.ok ? 'reload-ok' : 'row-bad reload-failed',
           cells: [
-            fmtTime(reload.at),
-            reload.ok ? badge('ok', 'ok') : badge('failed', 'error'),
-            reload.generation ?? '–',
+            [
+              h('div', null, fmtTime(reload.at)),
+              h(
+                'div',
+                { class: 'reload-result' },
+                reload.ok ? badge('ok', 'ok') : badge('failed', 'error'),
+                muted(' generation ' + (reload.generation ?? '–')),
+              ),
+            ],
             h('pre', { class: ['reload-message', reload.ok ? null : 'error-text'] }, reload.message || ''),
           ],
         })),
@@ -1528,17 +1535,47 @@ function stateView(data) {
       section(
         'Replicas',
         table(
-          [{ label: 'Replica' }, { label: 'URL' }, { label: 'Started' }, { label: '' }],
-          (data.replicas || []).map((replica) => [
-            code(replica.id),
-            replica.url || dash(),
-            fmtTime(replica.started),
-            [replica.self ? badge('this one', 'accent') : null, replica.leaving ? badge('leaving', 'warn') : null],
-          ]),
+          [{ label: 'Replica' }, { label: 'Started' }, { label: 'Lease' }, { label: 'Config' }],
+          (data.replicas || []).map((replica) => ({
+            cls: 'replica-row',
+            cells: [
+              [
+                h('div', null, code(replica.id), ' ', replica.self ? badge('this one', 'accent') : null, replica.leaving ? badge('leaving', 'warn') : null),
+                replica.url ? h('div', { class: 'muted small' }, replica.url) : null,
+              ],
+              fmtTime(replica.started),
+              leaseCell(replica.lease),
+              replicaConfig(replica.config),
+            ],
+          })),
           { empty: 'No replica reported.' },
         ),
       ),
     ),
+  );
+}
+
+function leaseCell(lease) {
+  if (!lease) return dash();
+  return h(
+    'div',
+    { class: 'lease', title: lease.lease_s ? `a lease of ${lease.lease_s} s, renewed while the replica runs` : null },
+    h('div', null, 'renewed ', fmtTime(lease.renewed, false)),
+    h('div', { class: 'muted small' }, 'expires ', fmtTime(lease.expires, false)),
+  );
+}
+
+function replicaConfig(config) {
+  if (!config) return dash();
+  const refused = (config.reloads || []).filter((reload) => !reload.ok);
+  return h(
+    'div',
+    null,
+    'generation ',
+    h('strong', null, config.generation ?? '–'),
+    refused.length
+      ? h('div', { class: 'small error-text', title: refused[0].message || '' }, `${refused.length} reload${refused.length === 1 ? '' : 's'} refused`)
+      : null,
   );
 }
 
