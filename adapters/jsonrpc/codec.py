@@ -17,7 +17,7 @@ import orjson
 from gateway.errors import ErrorKind, Failure
 from gateway.model import PART_PATTERN as PART
 from gateway.model import VERSION_PATTERN as VERSION
-from gateway.model import Outcome, ToolSpec
+from gateway.model import Outcome, ToolSpec, UpstreamAnswer
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -29,6 +29,7 @@ TIMEOUT = -32001
 PERMISSION_DENIED = -32002
 RATE_LIMITED = -32003  # a server error (-32000..-32099): too many calls now; data.retryAfterMs says when to retry
 
+PROTOCOL = "jsonrpc"  # the `UpstreamAnswer.protocol` a transparent hop passes on as it came
 PROTOCOL_VERSION = "1.0.0"  # the seed's top-level "protocol"; answers always carry it
 EXTENSION = "x-toolplex"  # per tool.list entry: {toolkit, name, output_schema}
 _PROTOCOL = re.compile(r"^(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,2}$")
@@ -293,6 +294,12 @@ def failure_error(failure: Failure, tool: str | None, language: str | None, call
     return RpcError(KIND_CODES[failure.kind], failure.message, data)
 
 
+def tool_name(spec: ToolSpec) -> str:
+    """The name `tool.list` gives a tool (its registration's `id`) and `tool.execute` calls it by: the flat name.
+    One rule for the listing and the console's view of it (`adapters.jsonrpc.presenter`)."""
+    return spec.flat_name
+
+
 def registration(spec: ToolSpec) -> dict[str, Any]:
     """The seed's ToolRegistration, without the handler: what `tool.list` returns per tool.
 
@@ -302,7 +309,7 @@ def registration(spec: ToolSpec) -> dict[str, Any]:
     `Toolkit.Name`), with the gateway's members in place of the upstream's.
     """
     own = {
-        "id": spec.flat_name,
+        "id": tool_name(spec),
         "title": spec.qualified_name,
         "version": spec.version,
         "description": spec.description,
@@ -318,6 +325,37 @@ def registration(spec: ToolSpec) -> dict[str, Any]:
     if isinstance(title, str) and title != binding.title:  # its own title, not the tool's `Toolkit.Name`
         own["title"] = title
     return {**listed, **own}
+
+
+def own_answer(upstream: UpstreamAnswer | None) -> UpstreamAnswer | None:
+    """A JSON-RPC upstream's own answer (a transparent hop), else None."""
+    return upstream if upstream is not None and upstream.protocol == PROTOCOL else None
+
+
+def execute_result(outcome: Outcome, tool: str | None, language: str | None) -> Any:
+    """The `result` of a `tool.execute` for an outcome; raises the RpcError it is answered with instead.
+
+    A JSON-RPC upstream's own result or error comes back as it came (`relayed_*`); a failure of a call whose tool
+    was not resolved names the tool and language as the request did (`tool`, `language`).
+    """
+    own = own_answer(outcome.upstream)
+    if outcome.error is not None:
+        if own is not None and isinstance(own.error, dict):  # a JSON-RPC upstream's own error, as it came
+            raise relayed_error(own.error, outcome.spec, outcome.call_id)
+        spec = outcome.spec
+        named, written = (spec.flat_name, spec.language) if spec else (tool, language)
+        raise failure_error(outcome.error, named, written, outcome.call_id)
+    if own is not None:  # a JSON-RPC upstream's own result, as it came
+        return relayed_result(own.result, outcome)
+    return result(outcome)
+
+
+def execute_answer(request_id: Any, outcome: Outcome, tool: str | None, language: str | None) -> dict[str, Any]:
+    """The response object to a `tool.execute` request (not a notification) that ran to `outcome`."""
+    try:
+        return success(request_id, execute_result(outcome, tool, language))
+    except RpcError as err:
+        return error(request_id, err)
 
 
 def success(request_id: Any, value: Any) -> dict[str, Any]:

@@ -25,14 +25,13 @@ from adapters.jsonrpc import codec
 from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, GatewayError
 from gateway.http import is_json_content_type, json_response, parse_json, read_body
-from gateway.model import Call, CallContext, Principal, UpstreamAnswer
+from gateway.model import Call, CallContext, Principal
 
 if TYPE_CHECKING:
     from adapters.jsonrpc.settings import JsonRpcFrontSettings
     from gateway.services import FrontServices
 
 FRONT = "jsonrpc"
-PROTOCOL = "jsonrpc"  # the `UpstreamAnswer.protocol` a transparent hop passes on as it came
 METHODS = ("tool.execute", "tool.list")
 # Older JSON-RPC-over-HTTP clients label their bodies with these.
 JSONRPC_MEDIA_TYPES = ("application/json-rpc", "application/jsonrequest")
@@ -164,21 +163,7 @@ class JsonRpcFront:
             timeout=timeout_ms / 1000 if timeout_ms is not None else None,
         )
         outcome = await self.services.call(call)
-        own = _own(outcome.upstream)
-        if outcome.error is not None:
-            if own is not None and isinstance(own.error, dict):  # a JSON-RPC upstream's own error, as it came
-                raise codec.relayed_error(own.error, outcome.spec, outcome.call_id)
-            spec = outcome.spec
-            tool, language = (spec.flat_name, spec.language) if spec else (params.tool, params.language)
-            raise codec.failure_error(outcome.error, tool, language, outcome.call_id)
-        if own is not None:  # a JSON-RPC upstream's own result, as it came
-            return codec.relayed_result(own.result, outcome)
-        return codec.result(outcome)
-
-
-def _own(upstream: UpstreamAnswer | None) -> UpstreamAnswer | None:
-    """A JSON-RPC upstream's own answer (a transparent hop), else None."""
-    return upstream if upstream is not None and upstream.protocol == PROTOCOL else None
+        return codec.execute_result(outcome, params.tool, params.language)  # as the console presents it too
 
 
 def routes(services: FrontServices, settings: JsonRpcFrontSettings) -> list[BaseRoute]:

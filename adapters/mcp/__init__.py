@@ -17,7 +17,11 @@ from gateway.plugins import Adapter, BackendPlugin, FrontPlugin
 ADAPTER = Adapter(
     name="mcp",
     description="Model Context Protocol: MCP servers upstream, over Streamable HTTP or stdio, either protocol era",
-    front=FrontPlugin(settings=McpFrontSettings, routes="adapters.mcp.server.endpoint:routes"),
+    front=FrontPlugin(
+        settings=McpFrontSettings,
+        routes="adapters.mcp.server.endpoint:routes",
+        presenter="adapters.mcp.presenter:PRESENTER",
+    ),
     backend=BackendPlugin(settings=McpBackendSettings, factory="adapters.mcp.client.backend:McpBackend"),
 )
 

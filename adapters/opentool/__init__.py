@@ -6,7 +6,11 @@ from gateway.plugins import Adapter, BackendPlugin, FrontPlugin
 ADAPTER = Adapter(
     name="opentool",
     description="OpenTool: /version, /call, /streamCall and /load; upstream OpenTool servers",
-    front=FrontPlugin(settings=OpenToolFrontSettings, routes="adapters.opentool.front:routes"),
+    front=FrontPlugin(
+        settings=OpenToolFrontSettings,
+        routes="adapters.opentool.front:routes",
+        presenter="adapters.opentool.presenter:PRESENTER",
+    ),
     backend=BackendPlugin(settings=OpenToolBackendSettings, factory="adapters.opentool.backend:OpenToolBackend"),
 )
 

@@ -14,7 +14,9 @@ import orjson
 
 from adapters.opentool.document import RETURN_NAME
 from gateway.errors import ErrorKind, Failure
+from gateway.model import Outcome, UpstreamAnswer
 
+PROTOCOL = "opentool"  # the `UpstreamAnswer.protocol` a transparent hop passes on as it came
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -96,6 +98,41 @@ def failure_body(call_id: str | None, failure: Failure, code: int | None = None)
 
 def status_of(failure: Failure) -> int:
     return KIND_CODES[failure.kind][0]
+
+
+# ---- a call's answer (the front's `/call` and `/streamCall`, and the console's view of them) ----
+
+
+def own_answer(upstream: UpstreamAnswer | None) -> UpstreamAnswer | None:
+    """An OpenTool upstream's own answer (a transparent hop), else None."""
+    return upstream if upstream is not None and upstream.protocol == PROTOCOL else None
+
+
+def call_failure(call_id: str, method: str, failure: Failure, own: UpstreamAnswer | None) -> dict[str, Any]:
+    """A failure: an OpenTool upstream's `error` exactly as it came; an unknown function as the reference
+    servers (the Dart SDK) word it; any other failure in the canonical mapping."""
+    body = failure_body(call_id, failure)
+    if own is not None and isinstance(own.error, dict):
+        body["error"] = own.error
+    elif failure.kind == ErrorKind.NOT_FOUND and set(failure.details) == {"tool"}:
+        body["error"] = {"code": METHOD_NOT_FOUND, "message": f"Method {method} not found"}
+    return body
+
+
+def call_success(call_id: str, value: Any, own: UpstreamAnswer | None) -> dict[str, Any]:
+    """A success: an OpenTool upstream's `result` exactly as it came, any other value wrapped as the protocol asks."""
+    if own is not None and isinstance(own.result, dict):
+        return {"jsonrpc": "2.0", "result": own.result, "error": None, "id": call_id}
+    return success(call_id, value)
+
+
+def call_answer(call_id: str, method: str, outcome: Outcome) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and JSON-RPC body `/call` answers an outcome with; `method` is the name the client called
+    (an unknown function's error names it)."""
+    own = own_answer(outcome.upstream)
+    if outcome.error is not None:
+        return status_of(outcome.error), call_failure(call_id, method, outcome.error, own)
+    return 200, call_success(call_id, outcome.value, own)
 
 
 # ---- reading an upstream's answers (the backend's side) ----

@@ -293,6 +293,12 @@ def schema_object(schema: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def function_name(spec: ToolSpec) -> str:
+    """The name `/load` lists a tool under and a `/call` names it by (the flat name, a valid OpenAI function
+    name): one rule for the listing and the console's view of it (`adapters.opentool.presenter`)."""
+    return spec.flat_name
+
+
 def function_of(spec: ToolSpec) -> dict[str, Any]:
     """A tool as a `/load` function: an OpenTool upstream's own as it described it (under the gateway's name for
     it: a transparent hop), any other built from the canonical spec."""
@@ -305,7 +311,7 @@ def function_of(spec: ToolSpec) -> dict[str, Any]:
     }
     own = spec.binding.entry if isinstance(spec.binding, Function) else None
     if own is not None:
-        return {**own, "name": spec.flat_name, EXTENSION: extension}
+        return {**own, "name": function_name(spec), EXTENSION: extension}
     properties: dict[str, Any] = spec.input_schema.get("properties", {})
     required = set(spec.input_schema.get("required", []))
     parameters = []
@@ -324,7 +330,7 @@ def function_of(spec: ToolSpec) -> dict[str, Any]:
         converted = schema_object(spec.output_schema)
         returned = {"name": RETURN_NAME, "description": converted.get("description", ""), "schema": converted}
     return {
-        "name": spec.flat_name,
+        "name": function_name(spec),
         "description": spec.description,
         "parameters": parameters,
         "return": returned,

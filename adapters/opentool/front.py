@@ -24,14 +24,13 @@ from gateway.http import (
     retry_after_headers,
     unsupported_media,
 )
-from gateway.model import Answered, Call, CallContext, Principal, UpstreamAnswer
+from gateway.model import Answered, Call, CallContext, Principal
 
 if TYPE_CHECKING:
     from adapters.opentool.settings import OpenToolFrontSettings
     from gateway.services import FrontServices
 
 FRONT = "opentool"
-PROTOCOL = "opentool"  # the `UpstreamAnswer.protocol` a transparent hop passes on as it came
 
 
 class _Rejected(Exception):
@@ -129,13 +128,8 @@ class OpenToolFront:
         except _Rejected as rejected:
             return _rejection_response(rejected)
         outcome = await self.services.call(call)
-        own = _own(outcome.upstream)
-        if outcome.error is not None:
-            body = _failure_body(call_id, call.tool, outcome.error, own)
-            return json_response(
-                body, status=codec.status_of(outcome.error), headers=retry_after_headers(outcome.error)
-            )
-        return json_response(_success(call_id, outcome.value, own))
+        status, body = codec.call_answer(call_id, call.tool, outcome)  # as the console presents it too
+        return json_response(body, status=status, headers=retry_after_headers(outcome.error))
 
     async def stream_call(self, request: Request) -> Response:
         try:
@@ -158,7 +152,9 @@ class OpenToolFront:
                         streamed += 1
                         item = getter.result()  # a value, or an upstream's `Answered` with its result as it came
                         if isinstance(item, Answered):
-                            yield _event("data", _success(call_id, item.value, _own(item.upstream)))
+                            yield _event(
+                                "data", codec.call_success(call_id, item.value, codec.own_answer(item.upstream))
+                            )
                         else:
                             yield _event("data", codec.success(call_id, item))
                     else:
@@ -167,12 +163,12 @@ class OpenToolFront:
             finally:
                 if not task.done():  # the client went away: stop the call
                     task.cancel()
-            own = _own(outcome.upstream)
+            own = codec.own_answer(outcome.upstream)
             if outcome.error is not None:
-                yield _event("error", _failure_body(call_id, method, outcome.error, own))
+                yield _event("error", codec.call_failure(call_id, method, outcome.error, own))
                 return
             if not streamed:  # a tool that returns one value yields one data event
-                yield _event("data", _success(call_id, outcome.value, own))
+                yield _event("data", codec.call_success(call_id, outcome.value, own))
             yield _event("done", {"done": method})
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
@@ -197,29 +193,6 @@ class OpenToolFront:
             ),
         )
         return json_response(document)
-
-
-def _own(upstream: UpstreamAnswer | None) -> UpstreamAnswer | None:
-    """An OpenTool upstream's own answer (a transparent hop), else None."""
-    return upstream if upstream is not None and upstream.protocol == PROTOCOL else None
-
-
-def _failure_body(call_id: str, method: str, failure: Failure, own: UpstreamAnswer | None) -> dict[str, Any]:
-    """A failure: an OpenTool upstream's `error` exactly as it came; an unknown function as the reference
-    servers (the Dart SDK) word it; any other failure in the canonical mapping."""
-    body = codec.failure_body(call_id, failure)
-    if own is not None and isinstance(own.error, dict):
-        body["error"] = own.error
-    elif failure.kind == ErrorKind.NOT_FOUND and set(failure.details) == {"tool"}:
-        body["error"] = {"code": codec.METHOD_NOT_FOUND, "message": f"Method {method} not found"}
-    return body
-
-
-def _success(call_id: str, value: Any, own: UpstreamAnswer | None) -> dict[str, Any]:
-    """A success: an OpenTool upstream's `result` exactly as it came, any other value wrapped as the protocol asks."""
-    if own is not None and isinstance(own.result, dict):
-        return {"jsonrpc": "2.0", "result": own.result, "error": None, "id": call_id}
-    return codec.success(call_id, value)
 
 
 def _event(name: str, data: Any) -> str:

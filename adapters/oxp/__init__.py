@@ -6,7 +6,11 @@ from gateway.plugins import Adapter, BackendPlugin, FrontPlugin
 ADAPTER = Adapter(
     name="oxp",
     description=FRONT_DESCRIPTION,
-    front=FrontPlugin(settings=OxpFrontSettings, routes="adapters.oxp.front:routes"),
+    front=FrontPlugin(
+        settings=OxpFrontSettings,
+        routes="adapters.oxp.front:routes",
+        presenter="adapters.oxp.presenter:PRESENTER",
+    ),
     backend=BackendPlugin(settings=OxpBackendSettings, factory="adapters.oxp.backend:OxpBackend"),
 )
 

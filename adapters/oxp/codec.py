@@ -384,6 +384,15 @@ def wrap_error(shape: Shape, body: dict[str, Any]) -> dict[str, Any]:
     return {"$schema": SCHEMA_URN, **body} if shape is Shape.WRAPPED else body
 
 
+def call_answer(outcome: Outcome, shape: Shape = Shape.FLAT) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and body `POST /tools/call` answers an outcome with, in the request's shape: 200 with a
+    `CallToolResponse` when the tool ran (`success` true or false), else the error body of its status (400,
+    422, 429, ...) before the tool ran."""
+    if outcome.error is not None and status_of(outcome.error) != 200:
+        return status_of(outcome.error), wrap_error(shape, error_body(outcome.error))
+    return 200, wrap(shape, call_result(outcome.call_id, outcome.duration_ms, outcome.value, outcome.error))
+
+
 def decode_call_result(body: Any) -> tuple[str | None, float | None, Any, Failure | None]:
     """Read a 200 call response of either shape: (call_id, duration, value, failure)."""
     result = body.get("result") if isinstance(body, dict) and "result" in body else body
@@ -454,11 +463,17 @@ def decode_error(status: int, body: Any) -> Failure:
 # ---- tool definitions ----
 
 
+def tool_id_of(spec: ToolSpec) -> str:
+    """A tool's `id` as `GET /tools` lists it and a call may name it: `Toolkit.Name@x.y.z` (every version is
+    listed, so the id names the version); one rule for the listing and the console's view of it."""
+    return spec.versioned_id
+
+
 def tool_definition(spec: ToolSpec) -> dict[str, Any]:
     """A `ToolDefinition` with exactly the published fields."""
     needs = spec.requirements
     return {
-        "id": spec.versioned_id,
+        "id": tool_id_of(spec),
         "name": spec.flat_name,
         "description": spec.description,
         "version": spec.version,

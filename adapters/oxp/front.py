@@ -51,11 +51,20 @@ def respond(body: Any, status: int = 200, headers: dict[str, str] | None = None)
     return json_response(body, status=status, headers={codec.VERSION_HEADER: codec.OXP_VERSION, **(headers or {})})
 
 
-def failure_response(failure: Failure, shape: codec.Shape = codec.Shape.FLAT) -> Response:
-    """A failure answered before the tool ran: 400 / 401 / 413 / 422 with the spec's error body."""
+def failure_headers(failure: Failure | None) -> dict[str, str]:
+    """What a failure answered before the tool ran says in headers: the bearer challenge, `Retry-After`."""
+    if failure is None:
+        return {}
     headers = {"WWW-Authenticate": 'Bearer realm="toolplex"'} if failure.kind is ErrorKind.UNAUTHENTICATED else {}
     headers.update(retry_after_headers(failure))
-    return respond(codec.wrap_error(shape, codec.error_body(failure)), codec.status_of(failure), headers)
+    return headers
+
+
+def failure_response(failure: Failure, shape: codec.Shape = codec.Shape.FLAT) -> Response:
+    """A failure answered before the tool ran: 400 / 401 / 413 / 422 with the spec's error body."""
+    return respond(
+        codec.wrap_error(shape, codec.error_body(failure)), codec.status_of(failure), failure_headers(failure)
+    )
 
 
 def guarded(handler: Handler) -> Handler:
@@ -135,10 +144,8 @@ class OxpFront:
                 outcome = await self.runs.call(call.context.call_id, fp, call, lost_after)
         except GatewayError as exc:
             return failure_response(exc.failure, shape)
-        if codec.status_of(outcome.error) != 200:
-            return failure_response(outcome.error, shape)  # type: ignore[arg-type]
-        result = codec.call_result(outcome.call_id, outcome.duration_ms, outcome.value, outcome.error)
-        return respond(codec.wrap(shape, result))
+        status, body = codec.call_answer(outcome, shape)  # as the console presents it too
+        return respond(body, status, failure_headers(outcome.error) if status != 200 else None)
 
     async def not_allowed(self, request: Request) -> Response:
         allowed = "POST" if request.url.path.endswith("/tools/call") else "GET, HEAD"

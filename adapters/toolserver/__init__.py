@@ -6,7 +6,11 @@ from gateway.plugins import Adapter, BackendPlugin, FrontPlugin
 ADAPTER = Adapter(
     name="toolserver",
     description=FRONT_DESCRIPTION,
-    front=FrontPlugin(settings=ToolServerFrontSettings, routes="adapters.toolserver.front:routes"),
+    front=FrontPlugin(
+        settings=ToolServerFrontSettings,
+        routes="adapters.toolserver.front:routes",
+        presenter="adapters.toolserver.presenter:PRESENTER",
+    ),
     backend=BackendPlugin(settings=ToolServerBackendSettings, factory="adapters.toolserver.backend:ToolServerBackend"),
 )
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.errors import ErrorKind, Failure
-from gateway.model import ToolSpec
+from gateway.http import retry_after_headers
+from gateway.model import Outcome, ToolSpec, UpstreamAnswer
 
+PROTOCOL = "toolserver"  # `UpstreamAnswer.protocol` of a node's own answer (a `toolserver` backend's)
 WRAPPED_TYPES = ("simple", "composite", "binary")
 RETRY_STATUS = 450  # "call again": the node's own status for an unfinished call
 MORE_TOOLS = "..."  # the node's marker for an env listing cut at the cap
@@ -56,18 +58,24 @@ def wrap_result(value: Any) -> Any:
     return {"type": "simple", "data": value}
 
 
+def tool_name(spec: ToolSpec) -> str:
+    """The name the node's listings give a tool (`available_tools`, `tools_json`, an env's `tools`) and
+    `/execute_tool` calls it by: the flat name. One rule for the listings and the console's view of them."""
+    return spec.flat_name
+
+
 def tool_json(spec: ToolSpec) -> dict[str, Any]:
     """`{name, description, parameters}` with `parameters` an object JSON Schema, as OpenAI functions."""
     parameters = dict(spec.input_schema)
     parameters["type"] = "object"
     parameters.setdefault("properties", {})
     parameters.setdefault("required", [])
-    return {"name": spec.flat_name, "description": spec.description[:DESCRIPTION_LIMIT], "parameters": parameters}
+    return {"name": tool_name(spec), "description": spec.description[:DESCRIPTION_LIMIT], "parameters": parameters}
 
 
 def env_json(name: str, description: str, tools: Sequence[ToolSpec], cap: int | None) -> dict[str, Any]:
     """One env (a toolkit); `cap` None lists every tool, else at most `cap` plus a "..." entry."""
-    names = [spec.flat_name for spec in tools]
+    names = [tool_name(spec) for spec in tools]
     if cap is not None and len(names) > cap:
         names = [*names[:cap], MORE_TOOLS]
     return {"name": name, "description": description, "total_tools": len(tools), "tools": names}
@@ -86,7 +94,7 @@ def extension_entry(spec: ToolSpec) -> dict[str, Any]:
     `tool_name` is what `/execute_tool` accepts to run exactly this version.
     """
     return {
-        "tool_name": f"{spec.flat_name}@{spec.version}",
+        "tool_name": f"{tool_name(spec)}@{spec.version}",
         "toolkit": spec.toolkit,
         "name": spec.name,
         "version": spec.version,
@@ -134,6 +142,55 @@ def failure_detail(failure: Failure, arguments: Any = None) -> Any:
 
 def retry_detail(next_calling: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"type": "retry", "next_calling": next_calling, "arguments": arguments}
+
+
+# ---- a call's answer (the front's `/execute_tool`, and the console's view of it) ----
+
+
+class Answer(NamedTuple):
+    """An answer as the front sends it: HTTP status, JSON body, headers (None: only the content type)."""
+
+    status: int
+    body: Any
+    headers: dict[str, str] | None = None
+
+
+def own_answer(upstream: UpstreamAnswer | None) -> UpstreamAnswer | None:
+    """An upstream node's own answer (a `toolserver` backend's: a transparent hop), else None."""
+    return upstream if upstream is not None and upstream.protocol == PROTOCOL else None
+
+
+def as_it_came(error: dict[str, Any]) -> Answer:
+    """A node's error answer, kept by its backend as `{"status", "body", "headers"?}`, answered as it came."""
+    headers = error.get("headers")
+    return Answer(
+        int(error.get("status") or 500),
+        error.get("body"),
+        {str(k): str(v) for k, v in headers.items()} if isinstance(headers, dict) else None,
+    )
+
+
+def call_answer(outcome: Outcome, name: str, arguments: dict[str, Any]) -> Answer:
+    """What `/execute_tool` answers for a call that ended (not the gateway's own 450 with a result handle):
+    `name` is the tool as the client called it (an unknown tool's message names it), `arguments` as it sent them
+    (a FastAPI-shaped 422 names each bad one with its value)."""
+    failure = outcome.error
+    own = own_answer(outcome.upstream)
+    if failure is None:
+        # An upstream node's result body as it came (its own wrapping), else the value wrapped as a node does.
+        return Answer(200, own.result if own is not None else wrap_result(outcome.value))
+    if own is not None and isinstance(own.error, dict):
+        # An upstream node's own error answer (its status, `detail`, Retry-After), its own 450 included.
+        return as_it_came(own.error)
+    if failure.kind == ErrorKind.PENDING and isinstance(failure.details.get("next_calling"), str):
+        # An upstream node's own 450, its next_calling already in gateway names: the client's loop goes on.
+        retry = retry_detail(failure.details["next_calling"], failure.details.get("arguments") or {})
+        return Answer(RETRY_STATUS, detail(retry))
+    if failure.kind == ErrorKind.NOT_FOUND:
+        message: Any = f"The tool {name} is not found!"
+    else:
+        message = failure_detail(failure, arguments)
+    return Answer(status_of(failure), detail(message), retry_after_headers(failure))
 
 
 # ---- reading a node's answers (the `toolserver` backend) ----

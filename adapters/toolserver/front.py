@@ -60,7 +60,6 @@ from gateway.model import (
     Principal,
     RequestKind,
     ToolSpec,
-    UpstreamAnswer,
     principal_name,
 )
 from gateway.sessions import Session
@@ -71,7 +70,6 @@ if TYPE_CHECKING:
 
 FRONT = "toolserver"
 KIND = "toolserver"  # the backend kind whose nodes can hold a session's files
-PROTOCOL = "toolserver"  # `UpstreamAnswer.protocol` of a node's own answer (a `toolserver` backend's)
 RETRIEVAL = "/retrieving_tools"  # the LIST request a `toolserver` backend answers with its node's retrieval
 COOKIE = "node_id"
 FILE_CHUNK_BYTES = 64 * 1024
@@ -150,19 +148,8 @@ def _still_running(outcome: Outcome) -> bool:
     return failure is not None and failure.kind == ErrorKind.PENDING and "next_calling" not in failure.details
 
 
-def _own(upstream: UpstreamAnswer | None) -> UpstreamAnswer | None:
-    """An upstream node's own answer (a `toolserver` backend's: a transparent hop), else None."""
-    return upstream if upstream is not None and upstream.protocol == PROTOCOL else None
-
-
-def _as_it_came(error: dict[str, Any]) -> Response:
-    """A node's error answer, kept by its backend as `{"status", "body", "headers"?}`, answered as it came."""
-    headers = error.get("headers")
-    return json_response(
-        error.get("body"),
-        status=int(error.get("status") or 500),
-        headers={str(k): str(v) for k, v in headers.items()} if isinstance(headers, dict) else None,
-    )
+def _respond(answer: codec.Answer) -> Response:
+    return json_response(answer.body, status=answer.status, headers=answer.headers)
 
 
 def _shown(node_id: str) -> str:
@@ -368,7 +355,7 @@ class ToolServerFront:
             every_version = self.services.tools(principal, latest_only=False)
             return {
                 "available_envs": envs,
-                "available_tools": [s.flat_name for s in specs],
+                "available_tools": [codec.tool_name(s) for s in specs],
                 # A node's tool it lists without a schema (looked up apart) is left out here too, as the node does.
                 "tools_json": [codec.tool_json(s) for s in specs if s.flat_name not in unlisted.get(s.backend, ())],
                 EXTENSION: {"tools": [codec.extension_entry(s) for s in every_version]},
@@ -403,7 +390,7 @@ class ToolServerFront:
         # Off the event loop; only tools this caller may call (a restricted key still gets top_k of its own).
         found = await self.services.search(wanted.question, wanted.top_k, caller.principal)
         return json_response(
-            {"retrieved_tools": [s.flat_name for s in found], "tools_json": [codec.tool_json(s) for s in found]}
+            {"retrieved_tools": [codec.tool_name(s) for s in found], "tools_json": [codec.tool_json(s) for s in found]}
         )
 
     def _only_node(self, principal: Principal | None) -> str | None:
@@ -413,7 +400,7 @@ class ToolServerFront:
         if len(backends) != 1:
             return None
         name = next(iter(backends))
-        return name if getattr(self.services.backend(name), "relays", None) == PROTOCOL else None
+        return name if getattr(self.services.backend(name), "relays", None) == codec.PROTOCOL else None
 
     async def _retrieve_at(
         self, backend: str, request: Request, wanted: shapes.RetrievalRequest, caller: _Caller
@@ -425,10 +412,10 @@ class ToolServerFront:
         params = {"question": wanted.question, "top_k": wanted.top_k}
         call = Call(tool=RETRIEVAL, arguments=params, context=context, kind=RequestKind.LIST, backend=backend)
         outcome = await self.services.call(call)
-        own = _own(outcome.upstream)
+        own = codec.own_answer(outcome.upstream)
         if outcome.error is not None:
             if own is not None and isinstance(own.error, dict):
-                return _as_it_came(own.error)
+                return _respond(codec.as_it_came(own.error))
             return self._failure(outcome.error)
         answer = own.result if own is not None else outcome.value
         kept = [
@@ -537,25 +524,7 @@ class ToolServerFront:
 
     @staticmethod
     def _render(outcome: Outcome, name: str, arguments: dict[str, Any]) -> Response:
-        failure = outcome.error
-        own = _own(outcome.upstream)
-        if failure is None:
-            # An upstream node's result body as it came (its own wrapping), else the value wrapped as a node does.
-            return json_response(own.result if own is not None else codec.wrap_result(outcome.value))
-        if own is not None and isinstance(own.error, dict):
-            # An upstream node's own error answer (its status, `detail`, Retry-After), its own 450 included.
-            return _as_it_came(own.error)
-        if failure.kind == ErrorKind.PENDING and isinstance(failure.details.get("next_calling"), str):
-            # An upstream node's own 450, its next_calling already in gateway names: the client's loop goes on.
-            retry = codec.retry_detail(failure.details["next_calling"], failure.details.get("arguments") or {})
-            return json_response(codec.detail(retry), status=codec.RETRY_STATUS)
-        if failure.kind == ErrorKind.NOT_FOUND:
-            message: Any = f"The tool {name} is not found!"
-        else:
-            message = codec.failure_detail(failure, arguments)
-        return json_response(
-            codec.detail(message), status=codec.status_of(failure), headers=retry_after_headers(failure)
-        )
+        return _respond(codec.call_answer(outcome, name, arguments))  # as the console presents it too
 
     # ---- sessions ----
 

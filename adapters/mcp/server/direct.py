@@ -359,13 +359,9 @@ async def _answer(
     error: types.JSONRPCError | None = None
     try:
         if _span_is_silent(meta):
-            result = await endpoint.call_plain(principal, name, spec, arguments, request_id, credentials)
-            if type(result) is dict:  # a result as JSON: written as it is when plain, else through the model
-                result = _plain(result, server) or _shape(
-                    server, version, types.CallToolResult.model_validate(result, by_name=False)
-                )
-            else:
-                result = _shape(server, version, result)
+            result = wire_result(
+                server, version, await endpoint.call_plain(principal, name, spec, arguments, request_id, credentials)
+            )
         else:  # the SDK's middleware (its span) around the handler, with the context it would build
             ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
                 session=_NO_SESSION,  # type: ignore[arg-type]
@@ -423,6 +419,17 @@ async def _shaped(
     result = await endpoint._call(ctx, principal, name, arguments, None)
     if isinstance(result, types.ErrorData):
         raise MCPError.from_error_data(result)
+    return _shape(server, version, result)
+
+
+def wire_result(server: Any, version: str, result: Any) -> dict[str, Any]:
+    """A `tools/call` handler's result as the wire's `result` (the SDK's `_serialize`, stamped with `server`'s
+    `serverInfo`): a result as JSON written as it is when plain, else through the model. The direct path and the
+    console's view of an answer (`adapters.mcp.presenter`) shape with it."""
+    if type(result) is dict:
+        return _plain(result, server) or _shape(
+            server, version, types.CallToolResult.model_validate(result, by_name=False)
+        )
     return _shape(server, version, result)
 
 

@@ -54,21 +54,19 @@ from adapters.mcp.server.listing import (
     CALL_TOOL,
     SEARCH_TOOL,
     cache_hint,
-    call_result,
-    call_result_wire,
+    call_answer,
     decode_cursor,
     encode_cursor,
-    error_result,
-    error_result_wire,
     mcp_names,
+    mcp_upstream,
     meta_tools,
-    own_result,
     tool_entry,
+    unknown_tool,
 )
 from adapters.mcp.server.passthrough import Passthrough, progress_token
 from adapters.mcp.server.sessions import OPENING, EventLogs, SessionManager
 from gateway.auth import client_credentials
-from gateway.errors import ErrorKind, GatewayError
+from gateway.errors import GatewayError
 from gateway.forwarding import HomeUnreachable
 from gateway.homes import Where
 from gateway.http import json_response, nesting_exceeds
@@ -82,7 +80,9 @@ if TYPE_CHECKING:
 FRONT: Final = "mcp"
 ALL: Final = ("*",)  # include globs that take every tool
 _BLANKS: Final = b" \t"  # what may surround a header value (RFC 9110 section 5.5)
-SERVER_NAME: Final = "toolplex"
+SERVER_NAME: Final = "toolplex"  # the server's identity, as every result's `serverInfo` stamp carries it
+SERVER_TITLE: Final = "Toolplex"
+SERVER_DESCRIPTION: Final = "Every tool of the Toolplex catalog the caller may call"
 SESSION_HEADER: Final = "mcp-session-id"
 SESSION_HEADER_RAW: Final = SESSION_HEADER.encode()
 MAX_OPENING_BYTES: Final = 16384  # an `initialize` kept with its session's record, for an adoption, at most
@@ -155,8 +155,8 @@ class Endpoint:
             server = _Server(
                 SERVER_NAME,
                 version=self.services.version,
-                title="Toolplex",
-                description="Every tool of the Toolplex catalog the caller may call",
+                title=SERVER_TITLE,
+                description=SERVER_DESCRIPTION,
                 on_list_tools=self._list_tools,
                 on_call_tool=self._call_tool,
                 get_tool_input_schema=self._input_schema,
@@ -380,7 +380,7 @@ class Endpoint:
         if found is None or not permitted(principal, found):
             if found is not None and principal is not None:
                 note_insufficient_scope(principal.scopes_for(found))  # the OAuth layer's 403 challenge
-            raise _unknown_tool(name)
+            raise unknown_tool(name)
         context = CallContext(
             front=FRONT, principal=principal, trace_id=str(request_id), client_credentials=credentials
         )
@@ -390,7 +390,7 @@ class Endpoint:
     def _callable(self, name: str, principal: Principal | None) -> ToolSpec:
         spec = self.find(name, principal)
         if spec is None:
-            raise _unknown_tool(name)
+            raise unknown_tool(name)
         return spec
 
     async def _result(
@@ -400,27 +400,16 @@ class Endpoint:
         interim result or JSON-RPC error: a transparent hop), else a success rendered from the canonical value
         (as JSON when `wire`), a tool error as an `isError` result (as JSON when `wire`), or a protocol error
         raised as `MCPError`."""
-        upstream = outcome.upstream if outcome.upstream is not None and outcome.upstream.protocol == "mcp" else None
+        upstream = mcp_upstream(outcome)
         raw = upstream.result if upstream is not None and isinstance(upstream.result, dict) else None
-        if upstream is not None and isinstance(upstream.error, dict):  # its own JSON-RPC error, as it came
-            raise MCPError(upstream.error["code"], upstream.error["message"], upstream.error.get("data"))
-        if raw is not None:
-            if raw.get("resultType") == "input_required":
-                return types.InputRequiredResult.model_validate(own_result(raw), by_name=False)
-            if raw.get("resultType") == tasks.CREATED:  # its id sealed for this caller
-                return await self.passthrough.tasks.created(context.principal, (outcome.spec or spec).backend, raw)
-            kept = own_result(raw)  # content, structuredContent, isError, _meta: as the server gave them
-            return kept if wire else types.CallToolResult.model_validate(kept, by_name=False)
-        if outcome.error is None:
-            if wire:
-                return call_result_wire(outcome.spec or spec, outcome.value)
-            return call_result(outcome.spec or spec, outcome.value)
-        failure = outcome.error
-        if failure.kind == ErrorKind.NOT_FOUND:
-            raise _unknown_tool(name)
-        if failure.kind in (ErrorKind.MALFORMED, ErrorKind.TOO_LARGE):
-            raise MCPError(types.INVALID_PARAMS, failure.message)
-        return error_result_wire(failure, outcome.call_id) if wire else error_result(failure, outcome.call_id)
+        own_error = upstream is not None and isinstance(upstream.error, dict)  # raised by `call_answer`
+        # An upstream's new task: its id sealed for this caller.
+        if raw is not None and not own_error and raw.get("resultType") == tasks.CREATED:
+            return await self.passthrough.tasks.created(context.principal, (outcome.spec or spec).backend, raw)
+        answer = call_answer(name, spec, outcome)  # as the console presents it too
+        if wire or not isinstance(answer, dict):
+            return answer
+        return types.CallToolResult.model_validate(answer, by_name=False)
 
     async def _with_progress(self, ctx: Ctx, progress: str | int | None, work: Awaitable[Any]) -> Any:
         """Await `work`; while it runs, a progress notification every `progress_interval_s` when asked for.
@@ -711,11 +700,6 @@ def _opening(body: bytes) -> dict[str, Any] | None:
         return None
     params = message.get("params")
     return params if isinstance(params, dict) else None
-
-
-def _unknown_tool(name: str) -> MCPError:
-    """The protocol error for a name no tool has, or none this caller may call here."""
-    return MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
 
 
 def _first(raw: list[tuple[bytes, bytes]], name: bytes) -> str | None:

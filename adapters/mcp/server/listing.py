@@ -19,8 +19,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import SERVER_INFO_META_KEY
 
 from adapters.mcp import codec
-from gateway.errors import Failure
-from gateway.model import ToolSpec
+from gateway.errors import ErrorKind, Failure
+from gateway.model import Outcome, ToolSpec, UpstreamAnswer
 
 SEARCH_TOOL: Final = "search_tools"
 CALL_TOOL: Final = "call_tool"
@@ -156,6 +156,41 @@ def error_result_wire(failure: Failure, call_id: str | None) -> dict[str, Any]:
 
 def error_result(failure: Failure, call_id: str | None) -> types.CallToolResult:
     return types.CallToolResult.model_validate(error_result_wire(failure, call_id), by_name=False)
+
+
+def unknown_tool(name: str) -> MCPError:
+    """The protocol error for a name no tool has, or none this caller may call here."""
+    return MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}", data={"name": name})
+
+
+def mcp_upstream(outcome: Outcome) -> UpstreamAnswer | None:
+    """An MCP upstream's own answer (a transparent hop), else None."""
+    upstream = outcome.upstream
+    return upstream if upstream is not None and upstream.protocol == codec.PROTOCOL else None
+
+
+def call_answer(name: str, spec: ToolSpec, outcome: Outcome) -> dict[str, Any] | types.InputRequiredResult:
+    """A `tools/call` outcome as MCP, but for an MCP upstream's new task (whose id the endpoint seals for the
+    caller): an MCP upstream's own answer as it came (its result, `isError` result, interim result; its JSON-RPC
+    error raised), else a success rendered from the canonical value, a tool error as an `isError` result (both
+    as JSON), or a protocol error raised as `MCPError`. `name` is the tool as the client called it. The front
+    (`Endpoint._result`) and the console (`adapters.mcp.presenter`) answer with it."""
+    upstream = mcp_upstream(outcome)
+    raw = upstream.result if upstream is not None and isinstance(upstream.result, dict) else None
+    if upstream is not None and isinstance(upstream.error, dict):  # its own JSON-RPC error, as it came
+        raise MCPError(upstream.error["code"], upstream.error["message"], upstream.error.get("data"))
+    if raw is not None:
+        if raw.get("resultType") == "input_required":
+            return types.InputRequiredResult.model_validate(own_result(raw), by_name=False)
+        return own_result(raw)  # content, structuredContent, isError, _meta: as the server gave them
+    if outcome.error is None:
+        return call_result_wire(outcome.spec or spec, outcome.value)
+    failure = outcome.error
+    if failure.kind == ErrorKind.NOT_FOUND:
+        raise unknown_tool(name)
+    if failure.kind in (ErrorKind.MALFORMED, ErrorKind.TOO_LARGE):
+        raise MCPError(types.INVALID_PARAMS, failure.message)
+    return error_result_wire(failure, outcome.call_id)
 
 
 def encode_cursor(offset: int) -> str:
