@@ -93,6 +93,8 @@ class TrafficRecorder:
         minute = int(time.time() // 60)
         held = self._minutes.get(minute)
         if held is None:
+            for old in [m for m in self._minutes if m < minute - 2]:  # never published (a store down): gone
+                del self._minutes[old]
             held = self._minutes[minute] = _Minute()
         held.dirty = True
         principal = principal_name(call.context.principal)

@@ -286,3 +286,15 @@ def test_percentiles_come_from_the_latency_histogram() -> None:
     assert 5.0 <= percentile(histogram, 0.5) <= 10.0  # type: ignore[operator]
     histogram[-1] = 1  # one above the last bound
     assert percentile(histogram, 1.0) == 60_000.0
+
+
+def test_minutes_a_store_never_took_are_not_kept_for_ever(monkeypatch: Any) -> None:
+    import gateway.console.traffic as traffic
+
+    recorder = TrafficRecorder()
+    now = [1_000_000.0]
+    monkeypatch.setattr(traffic.time, "time", lambda: now[0])
+    for _ in range(30):  # half an hour of calls while nothing is published
+        recorder.record(*_outcome("alice", "Add"))
+        now[0] += 60
+    assert len(recorder._minutes) <= 3
