@@ -9,8 +9,6 @@ error's message) and the run's own time (`metadata.durationMs`).
 
 from __future__ import annotations
 
-import asyncio
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,30 +17,11 @@ import orjson
 import pytest
 
 from adapters.jsonrpc.presenter import PRESENTER
-from adapters.python import Toolkit, tool
 from gateway.errors import ErrorKind
-from gateway.model import Call, Outcome, ToolSpec
+from gateway.model import Outcome, ToolSpec
 from tests.jsonrpc.conftest import execute
-from tests.support import BUILTIN_BACKENDS, asgi_client
-
-
-@tool(name="Boom", side_effects=False)
-def boom(text: str) -> str:
-    """Raise a plain exception (not a ToolError): the tool itself breaks."""
-    raise RuntimeError(f"boom: {text}")
-
-
-@tool(name="Slow", side_effects=False, timeout=0.3)
-async def slow(seconds: float = 5) -> str:
-    """Outlive the tool's own deadline (0.3 s)."""
-    await asyncio.sleep(seconds)
-    return "late"
-
-
-toolkit = Toolkit("Probe", [boom, slow])
-CONFIG = BUILTIN_BACKENDS + '  - {name: probe, kind: python, module: "tests.jsonrpc.test_presenter:toolkit"}\n'
-NOWHERE = ToolSpec(toolkit="Nope", name="Tool", version="1.0.0", description="Not in the catalog", input_schema={})
-QUOTED_CALL_ID = re.compile(r"call id [0-9a-f]{32}")
+from tests.presenting import CONFIG, NOWHERE, QUOTED_CALL_ID, through_pipeline
+from tests.support import asgi_client
 
 
 @pytest.fixture
@@ -59,10 +38,6 @@ def wire(body: Any) -> Any:
         if isinstance(held, dict) and key in held:
             held[key] = "(per call)"
     return parsed
-
-
-async def through_pipeline(client: httpx.AsyncClient, spec: ToolSpec, arguments: dict[str, Any]) -> Outcome:
-    return await client.app.gateway.services.call(Call(tool=spec.flat_name, arguments=dict(arguments)))  # type: ignore[attr-defined,no-any-return]
 
 
 async def over_http(client: httpx.AsyncClient, spec: ToolSpec, outcome: Outcome, arguments: Any) -> httpx.Response:

@@ -10,8 +10,6 @@ internal error's message).
 
 from __future__ import annotations
 
-import asyncio
-import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -20,33 +18,16 @@ import orjson
 import pytest
 
 from adapters.mcp.presenter import PRESENTER
-from adapters.python import Toolkit, tool
 from gateway.errors import ErrorKind
-from gateway.model import Call, Outcome, ToolSpec
+from gateway.model import Outcome, ToolSpec
 from tests.mcp.conformance import reference_server
 from tests.mcp.front.modern_http import MODERN, message_of
-from tests.support import BUILTIN_BACKENDS, asgi_client
+from tests.presenting import CONFIG, NOWHERE, QUOTED_CALL_ID, through_pipeline
+from tests.support import asgi_client
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 
-@tool(name="Boom", side_effects=False)
-def boom(text: str) -> str:
-    """Raise a plain exception (not a ToolError): the tool itself breaks."""
-    raise RuntimeError(f"boom: {text}")
-
-
-@tool(name="Slow", side_effects=False, timeout=0.3)
-async def slow(seconds: float = 5) -> str:
-    """Outlive the tool's own deadline (0.3 s)."""
-    await asyncio.sleep(seconds)
-    return "late"
-
-
-toolkit = Toolkit("Probe", [boom, slow])
-CONFIG = BUILTIN_BACKENDS + '  - {name: probe, kind: python, module: "tests.mcp.test_presenter:toolkit"}\n'
-NOWHERE = ToolSpec(toolkit="Nope", name="Tool", version="1.0.0", description="Not in the catalog", input_schema={})
-QUOTED_CALL_ID = re.compile(r"call id [0-9a-f]{32}")
 META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientInfo": {"name": "test-presenter", "version": "1"},
@@ -85,10 +66,6 @@ async def request(
         headers["Mcp-Name"] = name
     body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": META}}
     return await client.post("/mcp", json=body, headers=headers)
-
-
-async def through_pipeline(client: httpx.AsyncClient, spec: ToolSpec, arguments: dict[str, Any]) -> Outcome:
-    return await client.app.gateway.services.call(Call(tool=spec.flat_name, arguments=dict(arguments)))  # type: ignore[attr-defined,no-any-return]
 
 
 async def over_http(client: httpx.AsyncClient, spec: ToolSpec, outcome: Outcome, arguments: Any) -> httpx.Response:

@@ -10,8 +10,6 @@ exactly what differs.
 
 from __future__ import annotations
 
-import asyncio
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,33 +18,16 @@ import orjson
 import pytest
 
 from adapters.oxp.presenter import PRESENTER
-from adapters.python import Toolkit, tool
 from gateway.errors import ErrorKind
-from gateway.model import Call, Outcome, ToolSpec
-from tests.support import BUILTIN_BACKENDS, asgi_client
+from gateway.model import Outcome, ToolSpec
+from tests.presenting import CONFIG as PROBE_CONFIG
+from tests.presenting import NOWHERE, QUOTED_CALL_ID, through_pipeline
+from tests.support import asgi_client
 
-
-@tool(name="Boom", side_effects=False)
-def boom(text: str) -> str:
-    """Raise a plain exception (not a ToolError): the tool itself breaks."""
-    raise RuntimeError(f"boom: {text}")
-
-
-@tool(name="Slow", side_effects=False, timeout=0.3)
-async def slow(seconds: float = 5) -> str:
-    """Outlive the tool's own deadline (0.3 s)."""
-    await asyncio.sleep(seconds)
-    return "late"
-
-
-toolkit = Toolkit("Probe", [boom, slow])
 CONFIG = (
-    BUILTIN_BACKENDS
-    + '  - {name: probe, kind: python, module: "tests.oxp.test_presenter:toolkit"}\n'
+    PROBE_CONFIG
     + '  - {name: calculator, kind: python, module: "tests.oxp.fixtures.calculator:toolkit"}\n'  # two versions
 )
-NOWHERE = ToolSpec(toolkit="Nope", name="Tool", version="1.0.0", description="Not in the catalog", input_schema={})
-QUOTED_CALL_ID = re.compile(r"call id [0-9a-f]{32}")
 
 
 @pytest.fixture
@@ -63,11 +44,6 @@ def wire(body: Any) -> Any:
         assert isinstance(parsed["duration"], int | float) and parsed["duration"] >= 0
         parsed["duration"] = "(per call)"
     return parsed
-
-
-async def through_pipeline(client: httpx.AsyncClient, spec: ToolSpec, arguments: dict[str, Any]) -> Outcome:
-    call = Call(tool=spec.qualified_name, version=spec.version, arguments=dict(arguments))
-    return await client.app.gateway.services.call(call)  # type: ignore[attr-defined,no-any-return]
 
 
 async def over_http(client: httpx.AsyncClient, spec: ToolSpec, outcome: Outcome, arguments: Any) -> httpx.Response:
@@ -95,7 +71,7 @@ async def test_the_answer_is_the_fronts(
     status: int,
 ) -> None:
     spec = client.app.gateway.services.resolve(tool_name, version)  # type: ignore[attr-defined]
-    outcome = await through_pipeline(client, spec, arguments)
+    outcome = await through_pipeline(client, spec, arguments, qualified=True)
     assert (outcome.error.kind if outcome.error else None) == kind
     presented = PRESENTER.answer(spec, outcome, arguments)
     answer = await over_http(client, spec, outcome, arguments)
@@ -106,7 +82,7 @@ async def test_the_answer_is_the_fronts(
 async def test_an_unknown_version_is_answered_as_the_front_does(client: httpx.AsyncClient) -> None:
     spec = client.app.gateway.services.resolve("Calculator_Add", "1.0.0")  # type: ignore[attr-defined]
     missing = ToolSpec(spec.toolkit, spec.name, "9.0.0", spec.description, spec.input_schema)
-    outcome = await through_pipeline(client, missing, {"a": 1, "b": 2})
+    outcome = await through_pipeline(client, missing, {"a": 1, "b": 2}, qualified=True)
     assert outcome.error is not None and outcome.error.kind == ErrorKind.NOT_FOUND
     presented = PRESENTER.answer(missing, outcome, {"a": 1, "b": 2})
     answer = await over_http(client, missing, outcome, {"a": 1, "b": 2})
@@ -124,7 +100,7 @@ async def test_an_unknown_version_is_answered_as_the_front_does(client: httpx.As
 
 
 async def test_an_unknown_tool_differs_only_in_the_toolkits_the_front_lists(client: httpx.AsyncClient) -> None:
-    outcome = await through_pipeline(client, NOWHERE, {})
+    outcome = await through_pipeline(client, NOWHERE, {}, qualified=True)
     assert outcome.error is not None and outcome.error.kind == ErrorKind.NOT_FOUND
     presented = PRESENTER.answer(NOWHERE, outcome, {})
     answer = await over_http(client, NOWHERE, outcome, {})

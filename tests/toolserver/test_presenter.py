@@ -8,8 +8,6 @@ to quote. The node's answers carry no other id or timing.
 
 from __future__ import annotations
 
-import asyncio
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,31 +15,12 @@ import httpx
 import orjson
 import pytest
 
-from adapters.python import Toolkit, tool
 from adapters.toolserver.codec import MORE_TOOLS
 from adapters.toolserver.presenter import PRESENTER
 from gateway.errors import ErrorKind
-from gateway.model import Call, Outcome, ToolSpec
-from tests.support import BUILTIN_BACKENDS, asgi_client
-
-
-@tool(name="Boom", side_effects=False)
-def boom(text: str) -> str:
-    """Raise a plain exception (not a ToolError): the tool itself breaks."""
-    raise RuntimeError(f"boom: {text}")
-
-
-@tool(name="Slow", side_effects=False, timeout=0.3)
-async def slow(seconds: float = 5) -> str:
-    """Outlive the tool's own deadline (0.3 s)."""
-    await asyncio.sleep(seconds)
-    return "late"
-
-
-toolkit = Toolkit("Probe", [boom, slow])
-CONFIG = BUILTIN_BACKENDS + '  - {name: probe, kind: python, module: "tests.toolserver.test_presenter:toolkit"}\n'
-NOWHERE = ToolSpec(toolkit="Nope", name="Tool", version="1.0.0", description="Not in the catalog", input_schema={})
-QUOTED_CALL_ID = re.compile(r"call id [0-9a-f]{32}")
+from gateway.model import ToolSpec
+from tests.presenting import CONFIG, NOWHERE, QUOTED_CALL_ID, through_pipeline
+from tests.support import asgi_client
 
 
 @pytest.fixture
@@ -55,10 +34,6 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
 def wire(body: Any) -> Any:
     """A body as a client reads it (encoded, then parsed), the quoted call id normalised."""
     return orjson.loads(QUOTED_CALL_ID.sub("call id (per call)", orjson.dumps(body).decode()))
-
-
-async def through_pipeline(client: httpx.AsyncClient, spec: ToolSpec, arguments: dict[str, Any]) -> Outcome:
-    return await client.app.gateway.services.call(Call(tool=spec.flat_name, arguments=dict(arguments)))  # type: ignore[attr-defined,no-any-return]
 
 
 async def over_http(client: httpx.AsyncClient, spec: ToolSpec, arguments: dict[str, Any]) -> httpx.Response:
