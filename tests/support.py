@@ -35,6 +35,11 @@ backends:
 """
 
 
+# How long a process started by a test may take to answer: a gateway starts in 2-5 s, but on a 2-core machine
+# shared with other work (CI neighbours, pytest's other worker) it has taken over 20 s; a bound, never a wait.
+START_TIMEOUT_S = 60.0
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -79,7 +84,7 @@ async def call_tool(gateway: Gateway, tool: str, arguments: dict[str, Any] | Non
     return await gateway.services.call(Call(tool, arguments or {}, **fields))
 
 
-def wait_for_http(url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
+def wait_for_http(url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = START_TIMEOUT_S) -> None:
     """Poll `url` until it answers 200; bounded in time, fails fast if the process died."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
@@ -147,7 +152,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=5)
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
+def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = START_TIMEOUT_S) -> None:
     """Poll until something accepts TCP connections on 127.0.0.1:`port`; bounded in time."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -163,7 +168,7 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, tim
 
 @contextlib.contextmanager
 def server_process(
-    command: list[str], port: int, env: dict[str, str] | None = None, timeout: float = 20.0
+    command: list[str], port: int, env: dict[str, str] | None = None, timeout: float = START_TIMEOUT_S
 ) -> Iterator[int]:
     """Run `command` (which must listen on 127.0.0.1:`port`); yield the port once it accepts connections."""
     with tempfile.TemporaryFile() as log:
