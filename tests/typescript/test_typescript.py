@@ -297,6 +297,7 @@ def test_make_installs_the_node_side_on_a_fresh_clone(tmp_path: Path) -> None:
         "openapi/install_openapi_fixtures.sh",
         "openapi/fixtures/package.json",
         "openapi/fixtures/package-lock.json",
+        "console/install_browser.sh",
     ]
     for script in installs:
         (clone / "tests" / script).parent.mkdir(parents=True, exist_ok=True)
