@@ -1,7 +1,7 @@
 """The HTTP server around the app: uvicorn with the gateway's limits, signals and graceful shutdown.
 
-`toolplex serve` runs `GatewayServer`. SIGTERM and SIGINT stop the listener,
-give running calls `server.shutdown_grace_s` to finish, answer what is left
+`toolplex serve` runs `GatewayServer`. SIGTERM and SIGINT stop the listener
+(serving first what already reached it), give running calls `server.shutdown_grace_s` to finish, answer what is left
 with "the gateway is shutting down" (through each call's own front, never a
 dropped connection), then close every backend. SIGHUP reloads the
 configuration (`gateway.reload`). Request heads over `server.max_header_bytes`
@@ -209,27 +209,38 @@ class GatewayServer(uvicorn.Server):
         log.info("shutdown_drained", ended_calls=ended)
 
     async def _read_pending(self) -> None:
-        """Let requests already sent on open connections be read before uvicorn closes the connections it finds
-        idle: it would close one whose request was still unread in its socket (the client then sees a reset,
-        and a proxy cannot send a POST again). Bounded by READ_PENDING_S, however busy the loop is."""
+        """Let the requests on their way on open connections be read before uvicorn closes the connections it finds
+        idle: it would close one whose request was still unread in its socket, or not arrived yet on a connection
+        just accepted (the client then sees a reset, and a proxy cannot send a POST again). Bounded by
+        READ_PENDING_S, however busy the loop is, or however long a client that connected sends nothing."""
         deadline = asyncio.get_running_loop().time() + READ_PENDING_S
         await asyncio.sleep(0)
-        while any(_unread(connection) for connection in list(self.server_state.connections)):
+        while any(_request_coming(connection) for connection in list(self.server_state.connections)):
             if asyncio.get_running_loop().time() > deadline:
                 log.warning("shutdown_requests_left_unread")
                 return
             await asyncio.sleep(0.01)
 
+    def _protocol_factory(self) -> Callable[[], asyncio.Protocol]:
+        """A connection's protocol, as uvicorn's `startup` makes one for its listeners (an event loop's server does
+        not say which it serves: asyncio keeps it privately, uvloop not at all)."""
+        config, state, app_state = self.config, self.server_state, self.lifespan.state
+
+        def protocol() -> asyncio.Protocol:
+            return config.http_protocol_class(config=config, server_state=state, app_state=app_state)  # type: ignore[call-arg]
+
+        return protocol
+
     def _stop_listening(self) -> list[tuple[Callable[[], asyncio.Protocol], socket.socket]]:
-        """Stop listening, taking first every connection already waiting in the listeners' backlogs (with its
-        protocol factory, to be served): closing a listener resets those, after their clients had sent their
-        requests, which a proxy cannot send again. From the last accept to the close nothing awaits, so a
-        connection comes either before (served) or after (refused at once, and sent elsewhere)."""
+        """Stop listening, taking first every connection already waiting in the listeners' backlogs (with the
+        protocol to serve it): closing a listener resets those, after their clients had sent their requests, which a
+        proxy cannot send again. From the last accept to the close nothing awaits, so a connection comes either
+        before (served) or after (refused at once, and sent elsewhere)."""
+        factory = self._protocol_factory()
         taken: list[tuple[Callable[[], asyncio.Protocol], socket.socket]] = []
         for server in self.servers:
-            factory = getattr(server, "_protocol_factory", None)  # asyncio's Server keeps it under this name
-            # A duplicate keeps each socket listening while asyncio stops serving it (and closes its own).
-            listeners = [socket.socket(fileno=os.dup(s.fileno())) for s in server.sockets or ()] if factory else []
+            # A duplicate keeps each socket listening while the loop stops serving it (and closes its own).
+            listeners = [socket.socket(fileno=os.dup(s.fileno())) for s in server.sockets or ()]
             server.close()
             for listener in listeners:
                 with listener:
@@ -284,13 +295,20 @@ class GatewayServer(uvicorn.Server):
         self.on_hangup()
 
 
-def _unread(connection: Any) -> bool:
-    """An idle connection (no request in progress) with bytes waiting in its socket: a request not read yet.
-    uvicorn's protocols keep the request in progress as `cycle` and their transport as `transport`."""
-    if getattr(connection, "cycle", None) is not None and not connection.cycle.response_complete:
-        return False
+def _request_coming(connection: Any) -> bool:
+    """A connection with no request in progress on which one is on its way: none read yet (a connection just
+    accepted: its client connected to send one, or it is arriving), or bytes waiting in its socket after an answer.
+    uvicorn's protocols keep the request in progress as `cycle` (None until a request's head is read) and their
+    transport as `transport`."""
+    cycle = getattr(connection, "cycle", None)
+    if cycle is not None and not cycle.response_complete:
+        return False  # a request in progress: uvicorn waits for it
     transport = getattr(connection, "transport", None)
-    sock = transport.get_extra_info("socket") if transport is not None else None
+    if transport is None or transport.is_closing():
+        return False
+    if cycle is None:
+        return True
+    sock = transport.get_extra_info("socket")
     if sock is None or sock.fileno() < 0:
         return False
     waiting = array.array("i", [0])

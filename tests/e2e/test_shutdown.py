@@ -28,8 +28,9 @@ import httpx
 import pytest
 
 from gateway import runtime
+from gateway.config.models import ServerSettings
 from gateway.errors import ErrorKind
-from gateway.serving import GatewayServer
+from gateway.serving import GatewayServer, event_loop_factory, uvicorn_config
 from tests.isolation.processes import eventually, running, wait_until
 from tests.support import ROOT, call_tool, free_port, started_gateway, wait_for_http
 
@@ -355,39 +356,103 @@ def test_a_draining_gateway_fails_readyz_and_serves_on_until_the_drain_ends(tmp_
             process.wait(timeout=10)
 
 
-class _Answering(asyncio.Protocol):
-    """Answers whatever it reads with b"served" (a stand-in for uvicorn's HTTP protocol)."""
+# ---- the server's stop, on both event loops (`toolplex serve` runs uvloop where it is installed) ----
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.transport.write(b"served")
-        self.transport.close()
+LOOPS = ["asyncio", "uvloop"]
+REQUEST = b"POST /call HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}"
 
 
-async def test_stopping_serves_the_connections_already_waiting_and_refuses_later_ones() -> None:
+async def _answering(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A stand-in for the gateway's app: reads the request and answers b"served"."""
+    await receive()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"6")]})
+    await send({"type": "http.response.body", "body": b"served"})
+
+
+class _StandInGateway:
+    """What `GatewayServer` asks of the gateway while it starts and stops; `leave` returns without letting the
+    loop run, so nothing is accepted between a test's connects and the stop's first step."""
+
+    version, running, draining, discovery = "test", 0, False, None
+    catalog = SimpleNamespace(latest=lambda visible_only: [])
+
+    async def listening(self, host: str, port: int) -> None:
+        return None
+
+    async def leave(self) -> None:
+        return None
+
+    async def drain(self, grace: float, quiet: asyncio.Event | None = None) -> int:
+        if quiet is not None:
+            await quiet.wait()
+        return 0
+
+
+async def _started_server() -> tuple[GatewayServer, int]:
+    """uvicorn as `toolplex serve` configures it (its HTTP protocol, keep-alive, grace), on a free port."""
+    config = uvicorn_config(_answering, ServerSettings(), "127.0.0.1", 0)
+    config.load()
+    server = GatewayServer(config, _StandInGateway(), grace=5)
+    server.lifespan = config.lifespan_class(config)
+    await server.startup()
+    return server, int(server.servers[0].sockets[0].getsockname()[1])
+
+
+def _answer(client: socket.socket) -> bytes:
+    """Everything the server sent on `client` until it closed the connection (or reset it: raised)."""
+    client.settimeout(10)
+    received = b""
+    while chunk := client.recv(4096):
+        received += chunk
+    return received
+
+
+def _on(loop: str, scenario: Any) -> None:
+    with asyncio.Runner(loop_factory=event_loop_factory(loop)) as runner:
+        runner.run(scenario())
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_stopping_serves_the_connections_already_waiting_and_refuses_later_ones(loop: str) -> None:
     """A stop closes the listener: connections the kernel had accepted for it (waiting in its backlog, their
-    requests sent) are served, not reset; a connection after the stop is refused, so a proxy sends it
-    elsewhere. The loop never runs between the clients' connects and the stop: they all wait in the backlog."""
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(_Answering, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    clients = []
-    for _ in range(3):
-        client = socket.create_connection(("127.0.0.1", port), timeout=5)
-        client.sendall(b"GET / HTTP/1.1\r\n\r\n")
-        clients.append(client)
-    stopping = SimpleNamespace(servers=[server])
-    taken = GatewayServer._stop_listening(stopping)  # type: ignore[arg-type]
-    assert len(taken) == 3
-    for factory, connection in taken:
-        await loop.connect_accepted_socket(factory, connection)
-    for client in clients:
-        client.setblocking(False)
-        answer = await asyncio.wait_for(loop.sock_recv(client, 16), timeout=5)
-        assert answer == b"served"
-        client.close()
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", port), timeout=5)
+    requests sent) are served, not reset, whichever the event loop; a connection after the stop is refused, so a
+    proxy sends it elsewhere. The loop never runs between the clients' connects and the stop: they all wait in
+    the backlog."""
+
+    async def scenario() -> None:
+        server, port = await _started_server()
+        clients = []
+        for _ in range(3):
+            client = socket.create_connection(("127.0.0.1", port), timeout=5)
+            client.sendall(REQUEST)
+            clients.append(client)
+        assert not server.server_state.connections  # all three still in the backlog
+        await server.shutdown()
+        for client in clients:
+            with client:
+                assert _answer(client).endswith(b"served")
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)
+
+    _on(loop, scenario)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_request_still_on_its_way_when_the_listener_closes_is_served(loop: str) -> None:
+    """A proxy connects, then sends its request: a stop that begins in between (the connection accepted, nothing
+    read on it yet) waits for that request and serves it, rather than closing the connection under it (the
+    proxy would see it reset after sending a POST it cannot send again)."""
+
+    async def scenario() -> None:
+        server, port = await _started_server()
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
+            assert await eventually(lambda: len(server.server_state.connections) == 1)  # accepted, nothing sent
+            stopping = asyncio.create_task(server.shutdown())
+            assert await eventually(lambda: not any(s.is_serving() for s in server.servers))
+            await asyncio.get_running_loop().sock_sendall(client, REQUEST)  # the request arrives after the close
+            client.setblocking(True)
+            answer = await asyncio.to_thread(_answer, client)
+            await asyncio.wait_for(stopping, timeout=10)
+        assert answer.endswith(b"served")
+
+    _on(loop, scenario)
