@@ -28,6 +28,7 @@ from gateway.oauth.resource import Published
 from gateway.observability import config_secrets, register_secrets
 from gateway.router import IndexedRouter
 from gateway.runtime import Gateway
+from gateway.streams import EventStreams, wants_events
 
 
 def front_app_builder(bind_host: str | None, options: EdgeOptions) -> Any:
@@ -100,14 +101,23 @@ class GatewayApp:
         self.options = options if options is not None else EdgeOptions()  # set by `toolplex serve`
         self.state = SimpleNamespace(gateway=gateway)
         self.start_with_server = start_with_server
+        self.streams = EventStreams()  # GETs answered with an event stream: ended at the server's stop
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
-        if self.gateway.draining and scope["type"] == "http":
-            send = _closing(send)
+        if scope["type"] == "http":
+            if self.gateway.draining:
+                send = _closing(send)
+            if wants_events(scope):
+                await self.streams.serve(self.gateway.snapshot.app, scope, receive, send)
+                return
         await self.gateway.snapshot.app(scope, receive, send)
+
+    def end_streams(self) -> None:
+        """The server stops: end the event streams answering GETs, now and from now on (`gateway.streams`)."""
+        self.streams.end()
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:

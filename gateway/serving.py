@@ -1,7 +1,8 @@
 """The HTTP server around the app: uvicorn with the gateway's limits, signals and graceful shutdown.
 
 `toolplex serve` runs `GatewayServer`. SIGTERM and SIGINT stop the listener
-(serving first what already reached it), give running calls `server.shutdown_grace_s` to finish, answer what is left
+(serving first what already reached it), end the event streams that answer GETs
+(`gateway.streams`), give running calls `server.shutdown_grace_s` to finish, answer what is left
 with "the gateway is shutting down" (through each call's own front, never a
 dropped connection), then close every backend. SIGHUP reloads the
 configuration (`gateway.reload`). Request heads over `server.max_header_bytes`
@@ -32,6 +33,11 @@ from gateway import tracing
 from gateway.app import GatewayApp
 from gateway.config.models import ServerSettings
 from gateway.observability import ACCESS_LOGGER
+
+try:  # the SSE library of the MCP SDK (adapters/mcp): see `GatewayServer.__init__`
+    from sse_starlette.sse import AppStatus
+except ImportError:  # pragma: no cover - not installed: no SSE answer is ended by it
+    AppStatus = None
 
 log = structlog.get_logger("toolplex.server")
 
@@ -144,6 +150,11 @@ class GatewayServer(uvicorn.Server):
         self.on_hangup = on_hangup
         self._sockets: list[socket.socket] | None = None
         self._advertise_port: int | None = None
+        # sse_starlette ends every SSE answer of the process (an MCP session's call, an `initialize` whose answer
+        # has not started yet: a 500) as soon as uvicorn's exit begins (`handle_exit`), while the stop below still
+        # serves what it accepted. The stop ends the streams that never end by themselves instead (`end_streams`).
+        if AppStatus is not None:
+            AppStatus.disable_automatic_graceful_drain()
 
     def listen_on(self, sockets: list[socket.socket], *, advertise_port: int) -> None:
         """Serve these sockets already bound (a worker of `server.workers`); register `advertise_port`."""
@@ -198,6 +209,9 @@ class GatewayServer(uvicorn.Server):
         for factory, connection in self._stop_listening():
             with contextlib.suppress(OSError):
                 await loop.connect_accepted_socket(factory, connection)
+        end_streams = getattr(self.config.app, "end_streams", None)
+        if end_streams is not None:  # subscriptions (an MCP session's GET stream): their clients reopen them elsewhere
+            end_streams()
         await self._read_pending()
         quiet = asyncio.Event()  # every connection closed: no request is left that could bring a new call
         draining = asyncio.create_task(self.gateway.drain(self.grace, quiet), name="drain")
