@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -116,35 +116,53 @@ def loopback_nginx_conf(dns_port: int, gateway_port: int, listen_port: int, *, v
     return text
 
 
+NGINX_BIND_TRIES = 5
+
+
 @contextlib.contextmanager
-def nginx(conf: str, workdir: Path, port: int) -> Iterator[Path]:
-    """nginx in the foreground with `conf`; yields its access log (what it writes to stdout)."""
+def nginx(conf_for: Callable[[int], str], workdir: Path) -> Iterator[tuple[int, Path]]:
+    """nginx in the foreground with the configuration `conf_for(port)` on a free port; yields the port and its
+    access log (what it writes to stdout). A port another process took between its choice and nginx's bind (a
+    shared machine) is chosen again: nginx is ready only once the port answers as nginx, not merely accepts."""
     binary = nginx_binary()
     assert binary is not None
     workdir.mkdir()
-    conf_path = workdir / "nginx.conf"
-    conf_path.write_text(conf)
-    access, errors = workdir / "access.log", workdir / "error.log"
-    with open(access, "wb") as out, open(errors, "wb") as err:
-        process = subprocess.Popen(
-            [binary, "-p", f"{workdir}/", "-c", str(conf_path), "-e", "stderr", "-g", "daemon off;"],
-            stdout=out,
-            stderr=err,
-        )
-        try:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"nginx exited with {process.returncode}: {errors.read_text()}")
-                with socket.socket() as sock:
-                    if sock.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"nginx did not listen within {START_TIMEOUT_S} s: {errors.read_text()}")
-                time.sleep(0.05)
-            yield access
-        finally:
-            stop(process)
+    for attempt in range(NGINX_BIND_TRIES):
+        port = free_port()
+        conf_path = workdir / "nginx.conf"
+        conf_path.write_text(conf_for(port))
+        access, errors = workdir / "access.log", workdir / "error.log"
+        with open(access, "wb") as out, open(errors, "wb") as err:
+            process = subprocess.Popen(
+                [binary, "-p", f"{workdir}/", "-c", str(conf_path), "-e", "stderr", "-g", "daemon off;"],
+                stdout=out,
+                stderr=err,
+            )
+            try:
+                if _nginx_answers(process, port, errors):
+                    yield port, access
+                    return
+            finally:
+                stop(process)
+        assert attempt + 1 < NGINX_BIND_TRIES, f"nginx found no free port in {NGINX_BIND_TRIES} tries"
+
+
+def _nginx_answers(process: subprocess.Popen[bytes], port: int, errors: Path) -> bool:
+    """True once this nginx answers on `port`; False as soon as it says another process holds the port (which may
+    be another nginx, answering as nginx does)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        said = errors.read_text()
+        if "(98: Address in use)" in said:  # EADDRINUSE, as nginx words it; it would retry, then exit
+            return False
+        if process.poll() is not None:
+            raise RuntimeError(f"nginx exited with {process.returncode}: {said}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0).headers.get("server") == "nginx":
+                return "(98: Address in use)" not in errors.read_text()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nginx did not answer within {START_TIMEOUT_S} s: {said}")
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ redis-server; skipped, saying which is missing, otherwise.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import time
 import uuid
@@ -30,7 +31,6 @@ from tests.docker.loopback import (
     toolplex,
 )
 from tests.docker.stack import wait_until_ok
-from tests.support import free_port
 
 REPLICAS = ("127.0.0.2", "127.0.0.3")
 RESOLVE_TIMEOUT_S = 45.0  # nginx re-asks every 2 s (valid=2s)
@@ -67,7 +67,6 @@ def probe(base: str, access: Path) -> str:
 @pytest.mark.skipif(missing() is not None, reason=missing() or "")
 def test_stack_on_loopback(tmp_path: Path) -> None:
     gateway_port = port_free_on(*REPLICAS)
-    nginx_port = free_port()
     replica = {address: f"{address}:{gateway_port}" for address in REPLICAS}
     with (
         compose_backing(tmp_path) as backing,
@@ -78,8 +77,8 @@ def test_stack_on_loopback(tmp_path: Path) -> None:
             env = {**backing, "TOOLPLEX_HOST": address, "TOOLPLEX_PORT": str(gateway_port)}
             log = tmp_path / f"gateway-{index}.log"
             replicas.enter_context(toolplex(env, f"http://{address}:{gateway_port}", log))
-        conf = loopback_nginx_conf(dns.port, gateway_port, nginx_port)
-        with nginx(conf, tmp_path / "nginx", nginx_port) as access:
+        conf = functools.partial(loopback_nginx_conf, dns.port, gateway_port)
+        with nginx(conf, tmp_path / "nginx") as (nginx_port, access):
             base = f"http://127.0.0.1:{nginx_port}"
             wait_until_ok(f"{base}/healthz", START_TIMEOUT_S)
 

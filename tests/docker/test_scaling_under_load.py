@@ -10,6 +10,7 @@ real Docker engine (tests/docker/test_compose_stack.py).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -31,7 +32,7 @@ from tests.docker.loopback import (
     start_toolplex,
 )
 from tests.docker.stack import wait_until_ok
-from tests.support import free_port, stop
+from tests.support import stop
 
 ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 DRAIN_S = 2  # docker/gateway.yaml's drain, shortened: on loopback a stopped replica refuses at once
@@ -119,11 +120,10 @@ class Replicas:
 def loopback_stack(tmp_path: Path) -> Iterator[tuple[str, Replicas]]:
     """Redis, the `tools` upstream, DNS and nginx; no replica yet."""
     port = port_free_on(*ADDRESSES)
-    nginx_port = free_port()
     with compose_backing(tmp_path) as backing, LoopbackDNS({"gateway": []}) as dns:
         env = {**backing, "TOOLPLEX_DRAIN_S": str(DRAIN_S)}
-        conf = loopback_nginx_conf(dns.port, port, nginx_port)
-        with nginx(conf, tmp_path / "nginx", nginx_port) as access:
+        conf = functools.partial(loopback_nginx_conf, dns.port, port)
+        with nginx(conf, tmp_path / "nginx") as (nginx_port, access):
             base = f"http://127.0.0.1:{nginx_port}"
             replicas = Replicas(dns, env, port, tmp_path, access, base)
             try:
