@@ -11,7 +11,7 @@ import tempfile
 import textwrap
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,18 @@ backends:
 # How long a process started by a test may take to answer: a gateway starts in 2-5 s, but on a 2-core machine
 # shared with other work (CI neighbours, pytest's other worker) it has taken over 20 s; a bound, never a wait.
 START_TIMEOUT_S = 60.0
+
+
+def until(check: Callable[[], Any], what: str, deadline_s: float = 20.0, every_s: float = 0.05) -> Any:
+    """Poll `check` until it returns something truthy (returned), bounded in time: never a sleep for
+    synchronisation, a wait for a state the test can see."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(every_s)
+    raise AssertionError(f"{what}: not within {deadline_s} s")
 
 
 def free_port() -> int:

@@ -21,7 +21,6 @@ import re
 import signal
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ import httpx
 import pytest
 
 from tests.pinning.changing_server import CHANGED, ORIGINAL, write
-from tests.support import ROOT, free_port, served_gateway, server_process
+from tests.support import ROOT, free_port, served_gateway, server_process, until
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is in the test extra: pip install -e '.[test]'"
@@ -53,7 +52,6 @@ VIEWPORT = {"width": 1280, "height": 800}
 SHOTS = ROOT / "docs" / "console"
 SCREENSHOTS = os.environ.get("TOOLPLEX_SCREENSHOTS") == "1"
 WAIT_MS = 15_000  # the longest any step of a page may take
-DEADLINE_S = 20.0  # bound on every wait for the gateway (rediscovery, reload)
 
 ADA_KEY = "ada-key-7f3c0e2b9d41a6"  # an admin (auth.admins)
 BOB_KEY = "bob-key-52d8a1c6e07f39"  # not one
@@ -129,16 +127,6 @@ class Served:
         response = httpx.get(f"{self.base}/console/api{path}", headers={"Authorization": f"Bearer {key}"}, timeout=10)
         response.raise_for_status()
         return response.json()
-
-
-def until(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {DEADLINE_S} s")
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,17 @@ second principal seeing none of the first one's calls on either."""
 from __future__ import annotations
 
 import secrets
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support import served_gateway
+from tests.support import served_gateway, until
 
 ALICE = {"Authorization": "Bearer alice-key-0123456789"}
 BOB = {"Authorization": "Bearer bob-key-0123456789"}
-DEADLINE_S = 20.0  # replicas publish every 5 s; bound on every wait here
 
 CONFIG = """
 state: {store: redis, url: "${REDIS_URL}", key_prefix: "${KEY_PREFIX}"}
@@ -40,16 +38,6 @@ def redis_url() -> Iterator[str]:
 
     with redis_server() as url:
         yield url
-
-
-def until(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_each_replica_shows_the_others_calls_failures_and_status(redis_url: str, tmp_path: Path) -> None:

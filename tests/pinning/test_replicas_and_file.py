@@ -9,30 +9,18 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 from tests.pinning.changing_server import CHANGED
 from tests.pinning.conftest import Upstream
-from tests.support import ROOT, asgi_client, served_gateway
-
-DEADLINE_S = 20.0
+from tests.support import ROOT, asgi_client, served_gateway, until
 
 
 def call(base: str) -> dict:  # type: ignore[type-arg]
     body = {"jsonrpc": "2.0", "method": "Shop_lookup", "params": {"id": "p1"}, "id": "1"}
     return httpx.post(f"{base}/opentool/call", json=body, timeout=10).json()  # type: ignore[no-any-return]
-
-
-def until(check: Callable[[], bool], what: str) -> None:
-    """Poll `check` until it holds, within a bounded time."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE_S} s: {what}")
-        time.sleep(0.05)
 
 
 def quarantined(base: str) -> bool:
