@@ -159,19 +159,25 @@ def routes(services: FrontServices, settings: ConsoleFrontSettings) -> list[Base
             }
         )
 
-    def summary(spec: ToolSpec) -> dict[str, Any]:
-        return {
-            "id": f"{spec.flat_name}@{spec.version}",
-            "name": spec.flat_name,
-            "qualified_name": spec.qualified_name,
-            "toolkit": spec.toolkit,
-            "version": spec.version,
-            "backend": spec.backend,
-            "origin": services.backend_kind(spec.backend),
-            "description": spec.description,
-            "quarantined": spec.quarantine is not None,
-            "names": {front: presenter.name_of(spec) for front, presenter in services.presenters().items()},
-        }
+    def summaries(specs: list[ToolSpec]) -> list[dict[str, Any]]:
+        """The tools as the catalog lists them; the fronts' presenters and the backends' kinds found once."""
+        presenters = services.presenters()
+        kinds = {name: services.backend_kind(name) for name in {spec.backend for spec in specs}}
+        return [
+            {
+                "id": f"{spec.flat_name}@{spec.version}",
+                "name": spec.flat_name,
+                "qualified_name": spec.qualified_name,
+                "toolkit": spec.toolkit,
+                "version": spec.version,
+                "backend": spec.backend,
+                "origin": kinds[spec.backend],
+                "description": spec.description,
+                "quarantined": spec.quarantine is not None,
+                "names": {front: presenter.name_of(spec) for front, presenter in presenters.items()},
+            }
+            for spec in specs
+        ]
 
     def tool_of(request: Request, viewer: Viewer) -> ToolSpec:
         """The tool named in the path, as this viewer may see it; else NOT_FOUND, as for a tool that is not."""
@@ -191,12 +197,12 @@ def routes(services: FrontServices, settings: ConsoleFrontSettings) -> list[Base
             found = await services.search(query, limit, viewer.principal)
         else:
             found = services.tools(viewer.principal)
-        listed = [summary(spec) for spec in found]
+        listed = summaries(list(found))
         return json_response({"tools": listed, "total": len(listed), "query": query or None})
 
     async def tool(request: Request, viewer: Viewer) -> Response:
         spec = tool_of(request, viewer)
-        body = summary(spec)
+        (body,) = summaries([spec])
         body.update(
             input_schema=spec.input_schema,
             output_schema=spec.output_schema,

@@ -10,6 +10,7 @@ minute, failures kept), so one caller's flood folds its own rows into "(other)" 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from bisect import bisect_left
 from collections import OrderedDict, deque
@@ -208,12 +209,8 @@ async def _entries(store: StateStore, kind: str) -> list[tuple[str, Any]]:
     """Every live `console:<kind>:...` entry: (key, value)."""
     prefix = f"{NAMESPACE}:{kind}:"
     keys = [key for key in await store.keys(NAMESPACE) if key.startswith(prefix)]
-    found = []
-    for key in keys:
-        value = await store.get(key)
-        if value is not None:
-            found.append((key, value))
-    return found
+    values = await asyncio.gather(*(store.get(key) for key in keys))  # one round trip's wait, not one per key
+    return [(key, value) for key, value in zip(keys, values, strict=True) if value is not None]
 
 
 async def read_traffic(store: StateStore, principal: str | None, minutes: int = KEEP_MINUTES) -> dict[str, Any]:
