@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from gateway.redaction import redact_text
+from gateway.timestamps import utc_iso
 
 KEEP = 20
 MESSAGE_CHARS = 2000
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return utc_iso()
 
 
 def _shown(message: str) -> str:

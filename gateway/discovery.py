@@ -17,7 +17,6 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -30,6 +29,7 @@ from gateway.model import ToolSpec
 from gateway.pinning import Pinning
 from gateway.routing import apply_routing
 from gateway.settings import BackendSettings, UpstreamBackendSettings
+from gateway.timestamps import utc_iso
 
 log = structlog.get_logger("toolplex.discovery")
 
@@ -133,7 +133,7 @@ class Discovery:
             state.routed = apply_routing(discovered, settings)
             state.specs = await self._pinned(settings, state)
             state.state, state.error, state.tools = "up", None, len(state.specs)
-        state.checked_at = datetime.now(UTC).isoformat(timespec="seconds")
+        state.checked_at = utc_iso()
         if state.state == "down":
             log.warning("backend_down", backend=state.name, error=state.error)
 

@@ -35,7 +35,6 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +46,7 @@ from gateway.errors import ConfigError, GatewayError
 from gateway.model import Quarantine, ToolSpec
 from gateway.settings import BackendSettings, UpstreamBackendSettings
 from gateway.state import size_of
+from gateway.timestamps import utc_iso
 
 if TYPE_CHECKING:
     from gateway.catalog import Catalog
@@ -140,7 +140,7 @@ def _pretty(definition: Mapping[str, Any]) -> str:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return utc_iso()
 
 
 def _key(kind: str, pin: str) -> str:

@@ -19,22 +19,18 @@ import os
 import secrets
 import socket
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from gateway.errors import GatewayError
 from gateway.state import StateStore
+from gateway.timestamps import utc_iso
 
 log = structlog.get_logger("toolplex.replicas")
 
 NAMESPACE = "replica"
 WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
-
-
-def _iso(seconds: float | None) -> str | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 def advertised_url(host: str, port: int, configured: str | None) -> str:
@@ -117,8 +113,8 @@ class Replicas:
                 renewed = record.get("renewed")
                 expires = renewed + self.lease_s if isinstance(renewed, int | float) else None
                 found[key.partition(":")[2]] = {
-                    "renewed": _iso(renewed),
-                    "expires": _iso(expires),
+                    "renewed": None if expires is None else utc_iso(renewed),
+                    "expires": None if expires is None else utc_iso(expires),
                     "lease_s": self.lease_s,
                     "leaving": bool(record.get("leaving")),
                 }

@@ -7,15 +7,14 @@ publishing drops out of the view, with the traffic of its last hour kept (`gatew
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.console.traffic import NAMESPACE, PUBLISH_EVERY_S, _entries, publish_quietly
+from gateway.console.traffic import NAMESPACE, PUBLISH_EVERY_S, entries, publish_quietly
 from gateway.errors import GatewayError
 from gateway.state import StateStore
+from gateway.timestamps import utc_iso
 
 if TYPE_CHECKING:
     from gateway.runtime import Gateway
@@ -23,10 +22,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("toolplex.console")
 
 STATUS_TTL_S = 3 * PUBLISH_EVERY_S + 1
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 async def status_of(gateway: Gateway) -> dict[str, Any]:
@@ -37,8 +32,8 @@ async def status_of(gateway: Gateway) -> dict[str, Any]:
         "id": replicas.id,
         "url": replicas.url,
         "leaving": replicas.leaving,
-        "started": _iso(replicas.started),
-        "reported_at": _iso(time.time()),
+        "started": utc_iso(replicas.started),
+        "reported_at": utc_iso(),
         "backends": await gateway.backend_states(),
         "in_flight": {"total": in_flight.count, "by_front": dict(in_flight.by_front)},
         "config": gateway.history.public(),
@@ -58,6 +53,6 @@ async def publish(gateway: Gateway) -> None:
 async def read_statuses(store: StateStore, own: dict[str, Any]) -> list[dict[str, Any]]:
     """Every replica's last status, this one's (`own`, fresh) first, the others by id."""
     others = [
-        body for _key, body in await _entries(store, "status") if isinstance(body, dict) and body.get("id") != own["id"]
+        body for _key, body in await entries(store, "status") if isinstance(body, dict) and body.get("id") != own["id"]
     ]
     return [{**own, "self": True}, *({**body, "self": False} for body in sorted(others, key=lambda b: b["id"]))]

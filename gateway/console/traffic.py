@@ -16,7 +16,6 @@ from bisect import bisect_left
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -25,6 +24,7 @@ from gateway.errors import GatewayError
 from gateway.model import Call, Outcome, labels_of, principal_name
 from gateway.redaction import redact_text
 from gateway.state import StateStore
+from gateway.timestamps import utc_iso
 
 log = structlog.get_logger("toolplex.console")
 
@@ -67,10 +67,6 @@ def percentile(histogram: Iterable[int], q: float) -> float | None:
 
 def minute_now() -> int:
     return int(time.time() // 60)
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -134,7 +130,7 @@ class TrafficRecorder:
             self._failures.move_to_end(principal)
         ring.appendleft(
             {
-                "at": _iso(time.time()),
+                "at": utc_iso(),
                 "principal": principal,
                 "front": call.context.front,
                 "backend": backend,
@@ -205,7 +201,7 @@ class _Series:
         return body
 
 
-async def _entries(store: StateStore, kind: str) -> list[tuple[str, Any]]:
+async def entries(store: StateStore, kind: str) -> list[tuple[str, Any]]:
     """Every live `console:<kind>:...` entry: (key, value)."""
     prefix = f"{NAMESPACE}:{kind}:"
     keys = [key for key in await store.keys(NAMESPACE) if key.startswith(prefix)]
@@ -221,7 +217,7 @@ async def read_traffic(store: StateStore, principal: str | None, minutes: int = 
     total = _Series()
     by: dict[str, dict[str, _Series]] = {"front": {}, "backend": {}, "tool": {}}
     per_replica: dict[str, dict[str, _Series]] = {}  # replica -> backend -> its calls there
-    for _key, body in await _entries(store, "traffic"):
+    for _key, body in await entries(store, "traffic"):
         minute = body.get("minute") if isinstance(body, dict) else None
         if not isinstance(minute, int) or minute < first or minute > now:
             continue
@@ -268,7 +264,7 @@ async def read_failures(store: StateStore, principal: str | None, limit: int = 5
     """The newest failed calls of every replica; only `principal`'s own unless it is None (an admin, who also
     sees whose they were)."""
     found: list[dict[str, Any]] = []
-    for _key, body in await _entries(store, "failures"):
+    for _key, body in await entries(store, "failures"):
         for failure in body.get("failures", ()) if isinstance(body, dict) else ():
             if principal is None:
                 found.append(failure)
