@@ -58,6 +58,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_REFUSING: list[socket.socket] = []
+
+
+def refused_port() -> int:
+    """A loopback port where every connection is refused, for as long as this test process lives.
+
+    The port is held by a socket that is bound but never listens: nothing else (another test's
+    server on another worker) can take it, which a port merely found free cannot promise.
+    """
+    if not _REFUSING:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        _REFUSING.append(sock)
+    return int(_REFUSING[0].getsockname()[1])
+
+
 @contextlib.asynccontextmanager
 async def asgi_client(config_yaml: str, env: dict[str, str] | None = None) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client talking to an in-process gateway whose lifespan has run."""

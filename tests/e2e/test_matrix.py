@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.e2e.front_clients import EXPECTED_CODES, FRONTS, Answer
-from tests.support import ROOT, free_port, gateway_process, python_server, server_process
+from tests.support import ROOT, free_port, gateway_process, python_server, refused_port, server_process
 from tests.upstreams.faults import FAULTS as UPSTREAM_FAULTS
 from tests.upstreams.opentool_server import DOCUMENT
 from tests.upstreams.test_arcade import ARCADE_PYTHON, SECRET
@@ -134,7 +134,7 @@ def test_faults_in_every_front(tmp_path: Path, upstream: str, mode: str, kind: s
     listing, tool = DISCOVERY[upstream]
     document = tmp_path / "document.json"
     document.write_text(json.dumps(listing))
-    refused = free_port()
+    refused = refused_port()
     fault = ["--mode", mode, "--document", str(document), "--delay", "3"]
     with python_server("tests.upstreams.faulty_server", *fault) as port:
         config = tmp_path / "gateway.yaml"

@@ -30,7 +30,7 @@ from tests.mcp.conformance_client import (
     run_client_scenarios,
     unexpected,
 )
-from tests.support import ROOT, free_port
+from tests.support import ROOT, refused_port
 
 MISSING = conformance.missing_reason()
 needs_suite = pytest.mark.skipif(MISSING is not None, reason=f"MCP conformance suite not installed: {MISSING}")
@@ -162,7 +162,7 @@ def test_auth_scenarios_run_and_extensions_are_not_counted(rows: list[ClientResu
 
 def test_the_backend_client_says_why_when_discovery_fails() -> None:
     """Nothing listens on the port: exit 1 and a `discovery_failed` line, the backend's own error."""
-    url = f"http://127.0.0.1:{free_port()}/mcp"
+    url = f"http://127.0.0.1:{refused_port()}/mcp"
     done = subprocess.run(
         [sys.executable, "-m", "tests.mcp.backend_client", url],
         cwd=ROOT,

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.isolation.processes import wait_until
 from tests.state.redis_server import redis_server
-from tests.support import free_port, served_gateway
+from tests.support import refused_port, served_gateway
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 TEXT_BACKEND = "  - {name: text, kind: python, module: 'adapters.python.toolkits.text:toolkit'}\n"
@@ -104,7 +104,7 @@ def scrapes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapes]:
     tmp = tmp_path_factory.mktemp("metrics")
     gate = tmp / "gate"
     gate.mkdir()
-    dead = free_port()
+    dead = refused_port()
     path = tmp / "gateway.yaml"
     path.write_text(config(dead))
     found = Scrapes()

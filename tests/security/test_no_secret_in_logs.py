@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import jwt
 
-from tests.support import ROOT, free_port, python_server, stop, wait_for_http
+from tests.support import ROOT, free_port, python_server, refused_port, stop, wait_for_http
 
 PLANTED = {
     "url_password": "urlpass-3f9c1a7e",
@@ -127,7 +127,7 @@ def exercise(base: str) -> None:
 
 
 def test_no_planted_secret_appears_in_anything_the_gateway_printed(tmp_path: Path) -> None:
-    dead_port = free_port()  # nothing listens there: connection errors and discovery failures get logged
+    dead_port = refused_port()  # nothing listens there: connection errors and discovery failures get logged
     with python_server("tests.upstreams.rest_server") as rest_port:
         path = tmp_path / "gateway.yaml"
         path.write_text(config(rest_port, dead_port))

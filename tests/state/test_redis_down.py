@@ -12,7 +12,7 @@ from gateway.config import parse_config
 from gateway.errors import ConfigError
 from gateway.runtime import Gateway
 from tests.state.redis_server import redis_server
-from tests.support import asgi_client, free_port
+from tests.support import asgi_client, refused_port
 
 CONFIG = """
 state: {store: redis, url: "%s", key_prefix: "down:"}
@@ -64,7 +64,7 @@ async def test_every_front_answers_a_lost_redis_with_its_own_retryable_error() -
 
 async def test_start_up_without_redis_is_refused_with_the_url_and_no_password(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("gateway.runtime.STORE_WAIT_S", 0.3)
-    url = f"redis://user:s3cret-pass@127.0.0.1:{free_port()}/0"
+    url = f"redis://user:s3cret-pass@127.0.0.1:{refused_port()}/0"
     gateway = Gateway(parse_config(textwrap.dedent(CONFIG % url), "test.yaml"))
     with pytest.raises(ConfigError) as caught:
         await gateway.start()

@@ -18,7 +18,7 @@ from gateway.errors import ErrorKind, GatewayError
 from gateway.ownership import Shares, StoreFull, owned_key
 from gateway.redis_store import RedisStore
 from gateway.state import MemoryStore, StateStore
-from tests.support import free_port
+from tests.support import refused_port
 
 DEADLINE_S = 5.0
 
@@ -121,7 +121,7 @@ async def test_concurrent_takes_never_exceed_the_burst(store: StateStore) -> Non
 
 
 async def test_an_unreachable_redis_is_a_clear_retryable_error() -> None:
-    store = RedisStore(f"redis://127.0.0.1:{free_port()}/0", prefix="gone:")
+    store = RedisStore(f"redis://127.0.0.1:{refused_port()}/0", prefix="gone:")
     try:
         for operation in (store.get("ns:a"), store.set("ns:a", {}, 1), store.take("rate:a", 1, 1)):
             with pytest.raises(GatewayError) as caught:

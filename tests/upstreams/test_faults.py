@@ -23,7 +23,7 @@ from gateway.errors import ErrorKind
 from gateway.model import Call
 from gateway.settings import UpstreamBackendSettings
 from gateway.upstream import Upstream, UpstreamSettings
-from tests.support import asgi_client, call_tool, free_port, python_server
+from tests.support import asgi_client, call_tool, python_server, refused_port
 from tests.upstreams.faults import FAULTS
 from tests.upstreams.opentool_server import DOCUMENT
 
@@ -94,7 +94,7 @@ async def test_fault(mode: str, kind: ErrorKind, document_file: Path) -> None:
 
 
 async def test_connection_refused_at_call_time() -> None:
-    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    url = f"http://127.0.0.1:{refused_port()}"  # nothing listens there
     backend = opentool({"name": "ot", "url": url, "retries": 1, "retry_backoff_s": 0.01})
     with pytest.raises(Exception) as info:
         await backend.discover()
@@ -108,7 +108,7 @@ async def test_connection_refused_at_call_time() -> None:
 
 
 async def test_circuit_opens_and_fails_fast() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{refused_port()}"
     web = http(
         {
             "name": "web",
@@ -244,7 +244,7 @@ async def test_limits_and_breaker_states_through_a_configured_gateway(document_f
             tools: [{{name: Get, path: /things}}]
           - name: gone
             kind: http
-            url: http://127.0.0.1:{free_port()}
+            url: http://127.0.0.1:{refused_port()}
             toolkit: Gone
             retries: 0
             circuit_breaker: {{failures: 2, cooldown_s: 60}}

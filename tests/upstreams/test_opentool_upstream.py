@@ -26,7 +26,7 @@ from gateway.catalog import Catalog
 from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import Call, CallContext
-from tests.support import ROOT, asgi_client, free_port, python_server
+from tests.support import ROOT, asgi_client, python_server, refused_port
 
 KEY = "upstream-secret-key"
 
@@ -62,7 +62,7 @@ async def test_sdk_client_interface(upstream: str) -> None:
         with pytest.raises(OpenToolServerUnauthorizedException) as unauthorized:
             await client.version()
         assert unauthorized.value.to_json() == {"code": 401, "message": "Please check API Key is VALID or NOT"}
-    async with OpenToolClient(f"http://127.0.0.1:{free_port()}/opentool") as client:
+    async with OpenToolClient(f"http://127.0.0.1:{refused_port()}/opentool") as client:
         with pytest.raises(OpenToolServerNoAccessException) as no_access:
             await client.version()
         assert no_access.value.code == 404

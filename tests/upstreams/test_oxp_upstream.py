@@ -24,7 +24,7 @@ from gateway.config import parse_config
 from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import Call, CallContext, Principal, ToolSpec
-from tests.support import asgi_client, free_port, gateway_process, python_server
+from tests.support import asgi_client, gateway_process, python_server, refused_port
 from tests.upstreams.faults import FAULTS
 from tests.upstreams.oxp_legacy_server import TOOLS as LEGACY_TOOLS
 
@@ -622,7 +622,7 @@ async def test_fault(mode: str, kind: ErrorKind, tool_list: Path) -> None:
 
 
 async def test_refused_connections_and_invalid_tool_lists(tool_list: Path, tmp_path: Path) -> None:
-    nowhere = oxp_backend(f"http://127.0.0.1:{free_port()}", retries=1, retry_backoff_s=0.01)
+    nowhere = oxp_backend(f"http://127.0.0.1:{refused_port()}", retries=1, retry_backoff_s=0.01)
     try:
         with pytest.raises(GatewayError) as info:
             await nowhere.discover()
@@ -653,7 +653,7 @@ fronts:
   oxp: {{prefix: ""}}
 backends:
   - {{name: calculator, kind: python, module: "tests.oxp.fixtures.calculator:toolkit"}}
-  - {{name: up, kind: oxp, url: "http://127.0.0.1:{free_port()}", retries: 0}}
+  - {{name: up, kind: oxp, url: "http://127.0.0.1:{refused_port()}", retries: 0}}
 """
     async with asgi_client(config) as client:
         ready = (await client.get("/readyz")).json()

@@ -33,7 +33,7 @@ from gateway.dispatch import Dispatcher
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import Call, CallContext, RequestKind, UpstreamAnswer
 from gateway.routing import apply_routing
-from tests.support import BUILTIN_BACKENDS, free_port, gateway_process, python_server, server_process
+from tests.support import BUILTIN_BACKENDS, free_port, gateway_process, python_server, refused_port, server_process
 from tests.toolserver.test_xagent_client import ToolCallStatusCode, XAgentClient
 from tests.upstreams.faults import FAULTS
 
@@ -549,7 +549,7 @@ async def test_fault(mode: str, expected: ErrorKind, tmp_path: Path) -> None:
 
 
 async def test_refused_connection() -> None:
-    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    url = f"http://127.0.0.1:{refused_port()}"  # nothing listens there
     backend = backend_of(settings(url, retries=1, retry_backoff_s=0.01))
     with pytest.raises(GatewayError) as info:
         await backend.discover()
@@ -558,7 +558,7 @@ async def test_refused_connection() -> None:
 
 
 def test_gateway_starts_with_its_toolserver_upstream_down(tmp_path: Path) -> None:
-    with gateway_process(gateway_config(tmp_path, f"http://127.0.0.1:{free_port()}")) as url:
+    with gateway_process(gateway_config(tmp_path, f"http://127.0.0.1:{refused_port()}")) as url:
         states = requests.get(f"{url}/readyz", timeout=10).json()["backends"]
         assert [(s["name"], s["state"]) for s in states] == [("node", "down")]
 

@@ -16,7 +16,7 @@ from gateway.backends import BackendContext
 from gateway.errors import ErrorKind, GatewayError
 from gateway.model import CallContext, ToolSpec
 from tests.mcp.backend.support import SERVER_MODULE, TEST_TOOLS, call, dispatcher_for, http_server, mcp_backend
-from tests.support import free_port, server_process
+from tests.support import free_port, refused_port, server_process
 
 ERAS = {"modern": ((), "2026-07-28"), "legacy": (("--legacy-only",), "2025-11-25")}
 
@@ -130,7 +130,7 @@ async def test_max_pages_bounds_a_listing(events: list[dict[str, Any]]) -> None:
 
 
 async def test_an_unreachable_server_is_unavailable_and_opens_the_breaker() -> None:
-    url = f"http://127.0.0.1:{free_port()}/mcp"
+    url = f"http://127.0.0.1:{refused_port()}/mcp"
     backend = mcp_backend(url=url, retries=0, circuit_breaker={"failures": 2, "cooldown_s": 60})
     try:
         with pytest.raises(GatewayError) as raised:
