@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import socket
 import subprocess
@@ -52,10 +53,34 @@ def until(check: Callable[[], Any], what: str, deadline_s: float = 20.0, every_s
     raise AssertionError(f"{what}: not within {deadline_s} s")
 
 
+# Ports handed out for servers the tests start: below the kernel's ephemeral range (32768-60999 on Linux), where
+# outgoing connections never take one, a span of its own per pytest-xdist worker, walked in turn from a random
+# start. A port found free by binding port 0 and closing goes back to the ephemeral pool: the kernel may hand it
+# to the next caller, in this process or another worker, before the server it was meant for binds it (CI failed
+# so, a server answering on another's port).
+PORT_BASE = 20000
+PORT_SPAN = 1500  # per worker: 8 workers fit below 32768
+_PORT_START = int.from_bytes(os.urandom(2), "big") % PORT_SPAN
+_ports_handed = itertools.count()
+
+
+def _worker_index() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker[2:]) % 8 if worker[2:].isdigit() else 0
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing is bound to now, and that no other call in this test run is handed soon."""
+    base = PORT_BASE + _worker_index() * PORT_SPAN
+    for _ in range(PORT_SPAN):
+        port = base + (_PORT_START + next(_ports_handed)) % PORT_SPAN
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))  # no SO_REUSEADDR: fails while any socket holds the port
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {base}-{base + PORT_SPAN - 1}")
 
 
 _REFUSING: list[socket.socket] = []

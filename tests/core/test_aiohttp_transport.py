@@ -22,6 +22,7 @@ import pytest
 from gateway.aiohttp_transport import AiohttpTransport
 from gateway.errors import GatewayError
 from gateway.upstream import NOT_SENT, Upstream, UpstreamSettings
+from tests.support import refused_port
 
 TEST_S = 10  # every test body is bounded by asyncio.timeout too
 
@@ -103,12 +104,6 @@ def answer(status: int = 200, body: bytes = b"", headers: list[tuple[str, str]] 
 async def client(**transport: object) -> AsyncIterator[httpx.AsyncClient]:
     async with asyncio.timeout(TEST_S), httpx.AsyncClient(transport=AiohttpTransport(**transport)) as c:  # type: ignore[arg-type]
         yield c
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def reset(writer: asyncio.StreamWriter) -> None:
@@ -251,7 +246,7 @@ async def test_a_stream_closed_early_frees_its_connection() -> None:
 async def test_refused_is_a_connect_error() -> None:
     async with client() as c:
         with pytest.raises(httpx.ConnectError) as info:
-            await c.post(f"http://127.0.0.1:{free_port()}/call", json={})
+            await c.post(f"http://127.0.0.1:{refused_port()}/call", json={})
         assert info.value.request.url.path == "/call"
 
 
@@ -463,7 +458,7 @@ async def test_upstream_retries_a_refused_call_but_never_a_reset_one() -> None:
             assert len(server.requests) == 1 and server.connections == 1
         finally:
             await upstream.close()
-        refused = Upstream("r", UpstreamSettings(url=f"http://127.0.0.1:{free_port()}", retries=2, backoff_s=0.01))
+        refused = Upstream("r", UpstreamSettings(url=f"http://127.0.0.1:{refused_port()}", retries=2, backoff_s=0.01))
         try:
             with pytest.raises(GatewayError) as info:
                 await refused.request("POST", "/call", json={})
