@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 import httpx
 import pytest
@@ -84,6 +85,10 @@ def stack() -> Iterator[tuple[str, list[str], dict[str, str]]]:
             pytest.fail(f"`up` failed ({up.returncode}):\n{up.stderr[-4000:]}\n{logs.stdout[-6000:]}")
         yield f"http://127.0.0.1:{port}", command, env
     finally:
+        keep = os.environ.get("TOOLPLEX_COMPOSE_LOGS")  # a file for every container's log, before they are removed
+        if keep:
+            logs = docker(*command, "logs", "--no-color", "--timestamps", env=env, timeout=120)
+            Path(keep).write_text(logs.stdout + logs.stderr)
         docker(*command, "down", "--volumes", "--remove-orphans", "--timeout", "30", env=env, timeout=300)
         docker("image", "rm", "--force", f"toolplex:{tag}", timeout=120)
 

@@ -1,0 +1,106 @@
+"""Throughput with `server.workers: 2` against one worker, measured in the same run (issue 30).
+
+Starts, per worker count, `toolplex serve` with bench/gateway.yaml and `server.workers`
+set, and loads the in-process OpenTool call (Math_Add) and the proxied one (Up_Add, a
+REST tool of bench/servers.py's upstream) with wrk at `--concurrency` (64 by default).
+Rounds alternate which worker count goes first; the figure is the median over rounds of
+each round's own ratio (two workers' req/s over one's), as `make bench` takes its ratios.
+The machine's cores are shared with wrk and the upstream, so the ratio says what a
+second worker buys on this machine, not on a bigger one: the output names the cores.
+
+    .venv/bin/python -m bench.workers_scaling [--rounds 4] [--seconds 3] [--concurrency 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+import yaml
+
+from bench.load import Request, measure, wrk_path
+from bench.processes import spawn
+from bench.run import CONFIG, ROOT, WARMUP_S, cpu_seconds, probe
+
+CASES = {
+    "in process via OpenTool": ("Math_Add", b'"result":15'),
+    "proxied via OpenTool": ("Up_Add", b'"result":15'),
+}
+
+
+def config_with_workers(workers: int, directory: Path) -> Path:
+    """bench/gateway.yaml with `server.workers` set."""
+    settings = yaml.safe_load(CONFIG.read_text())
+    settings.setdefault("server", {})["workers"] = workers
+    path = directory / f"gateway-{workers}.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+def one_round(workers: int, upstream: str, args: argparse.Namespace, directory: Path) -> dict[str, dict[str, float]]:
+    """Each case's req/s, p99 and CPU per call on a gateway of `workers` workers, started for this round."""
+    serve = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config_with_workers(workers, directory))]
+    figures: dict[str, dict[str, float]] = {}
+    with spawn([*serve, "--no-reload"], ROOT, {"BENCH_UPSTREAM_URL": upstream}) as gateway:
+        process = psutil.Process(gateway.process.pid)
+        for name, (tool, expect) in CASES.items():
+            body = b'{"jsonrpc":"2.0","method":"%s","params":{"a":10,"b":5},"id":"bench"}' % tool.encode()
+            request = Request(gateway.port, "/opentool/call", body, expect)
+            asyncio.run(probe(request))
+            measure(request, args.concurrency, WARMUP_S, use_wrk=True)
+            cpu = cpu_seconds(process)
+            result = measure(request, args.concurrency, args.seconds, use_wrk=True)
+            cpu = cpu_seconds(process) - cpu
+            figures[name] = {
+                "rps": result.rps,
+                "p99_ms": result.p99_ms,
+                "cpu_us": cpu * 1e6 / max(1, result.requests),
+                "bad": result.bad,
+            }
+            print(f"  workers={workers} {name:<26} {result.rps:>8.0f} req/s  p99 {result.p99_ms:6.1f} ms")
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+    if wrk_path() is None:
+        raise SystemExit("wrk is missing: bench/install_wrk.sh installs it")
+    results: dict[int, list[dict[str, dict[str, float]]]] = {1: [], 2: []}
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        spawn([sys.executable, "-m", "bench.servers"], ROOT) as upstream,
+    ):
+        for index in range(args.rounds):
+            for workers in (1, 2) if index % 2 == 0 else (2, 1):
+                results[workers].append(one_round(workers, upstream.base, args, Path(directory)))
+    print(f"\n{os.cpu_count()} cores, c={args.concurrency}, {args.rounds} rounds of {args.seconds} s (medians)\n")
+    print("| case | 1 worker req/s | 2 workers req/s | ratio | p99 1 → 2 (ms) | CPU µs/call 1 → 2 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name in CASES:
+        one = [r[name] for r in results[1]]
+        two = [r[name] for r in results[2]]
+        ratio = statistics.median(b["rps"] / a["rps"] for a, b in zip(one, two, strict=True))
+
+        def med(rows: list[dict[str, float]], field: str) -> float:
+            return statistics.median(r[field] for r in rows)
+
+        print(
+            f"| {name} | {med(one, 'rps'):,.0f} | {med(two, 'rps'):,.0f} | {ratio:.2f}x | "
+            f"{med(one, 'p99_ms'):.1f} → {med(two, 'p99_ms'):.1f} | "
+            f"{med(one, 'cpu_us'):.0f} → {med(two, 'cpu_us'):.0f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
