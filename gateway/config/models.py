@@ -60,8 +60,12 @@ class ServerSettings(Section):
         ),
     )
     loop: Literal["auto", "uvloop", "asyncio"] = Field(
-        default="auto",
-        description="The event loop: auto is uvloop when it is installed (by default), else asyncio",
+        default="asyncio",
+        description=(
+            "The event loop: asyncio's own (the default), uvloop, or auto (uvloop when installed). uvloop accepts "
+            "one connection per loop turn: under load, a burst of new connections waits up to hundreds of "
+            "milliseconds for its first answer, for no throughput gained (docs/operations.md, Benchmarks)"
+        ),
     )
     workers: int = Field(
         default=1,

@@ -27,10 +27,10 @@ def problems_of(text: str) -> list[str]:
 
 def test_the_defaults() -> None:
     server = ServerSettings()
-    assert (server.loop, server.workers) == ("auto", 1)
+    assert (server.loop, server.workers) == ("asyncio", 1)
     assert LoggingSettings().calls is True
     config = parse_config("", "g.yaml", env={})
-    assert config.data["server"]["loop"] == "auto" and config.data["server"]["workers"] == 1
+    assert config.data["server"]["loop"] == "asyncio" and config.data["server"]["workers"] == 1
     assert config.data["logging"]["calls"] is True
 
 
@@ -69,7 +69,7 @@ def test_a_worker_count_out_of_range_is_refused(workers: object) -> None:
 
 def test_the_event_loop_factory() -> None:
     assert event_loop_factory("auto") is uvloop.new_event_loop
-    assert event_loop_factory() is uvloop.new_event_loop
+    assert event_loop_factory() is None  # the default: asyncio (uvloop accepts one connection per turn)
     assert event_loop_factory("uvloop") is uvloop.new_event_loop
     assert event_loop_factory("asyncio") is None
 
@@ -88,17 +88,14 @@ def uvloop_mapped(pid: int) -> bool:
 
 
 @linux_only
-def test_toolplex_serve_runs_uvloop_by_default() -> None:
+def test_toolplex_serve_runs_asyncio_by_default_and_uvloop_when_asked(tmp_path: Path) -> None:
+    """asyncio by default: uvloop accepts one connection per loop turn (docs/operations.md, the event loop)."""
     with served_gateway(DEFAULT_CONFIG) as (_base, process):
-        assert uvloop_mapped(process.pid)
-
-
-@linux_only
-def test_toolplex_serve_with_the_asyncio_loop_does_not_load_uvloop(tmp_path: Path) -> None:
-    config = tmp_path / "gateway.yaml"
-    config.write_text("server: {loop: asyncio}\n" + BUILTIN_BACKENDS)
-    with served_gateway(config) as (_base, process):
         assert not uvloop_mapped(process.pid)
+    config = tmp_path / "gateway.yaml"
+    config.write_text("server: {loop: uvloop}\n" + BUILTIN_BACKENDS)
+    with served_gateway(config) as (_base, process):
+        assert uvloop_mapped(process.pid)
 
 
 def rpc_call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
