@@ -1,8 +1,10 @@
 """Throughput with `server.workers: 2` against one worker, measured in the same run (issue 30).
 
-Starts, per worker count, `toolplex serve` with bench/gateway.yaml and `server.workers`
-set, and loads the in-process OpenTool call (Math_Add) and the proxied one (Up_Add, a
-REST tool of bench/servers.py's upstream) with wrk at `--concurrency` (64 by default).
+Starts, per worker count, `toolplex serve` with bench/gateway.yaml, `server.workers` set
+and state in a Redis of its own (more than one worker needs a shared store; one worker
+gets the same store, so only the worker count differs), and loads the in-process OpenTool
+call (Math_Add) and the proxied one (Up_Add, a REST tool of bench/servers.py's upstream)
+with wrk at `--concurrency` (64 by default).
 Rounds alternate which worker count goes first; the figure is the median over rounds of
 each round's own ratio (two workers' req/s over one's), as `make bench` takes its ratios.
 The machine's cores are shared with wrk and the upstream, so the ratio says what a
@@ -27,6 +29,7 @@ import yaml
 from bench.load import Request, measure, wrk_path
 from bench.processes import spawn
 from bench.run import CONFIG, ROOT, WARMUP_S, cpu_seconds, probe
+from tests.state.redis_server import redis_server
 
 CASES = {
     "in process via OpenTool": ("Math_Add", b'"result":15'),
@@ -34,18 +37,22 @@ CASES = {
 }
 
 
-def config_with_workers(workers: int, directory: Path) -> Path:
-    """bench/gateway.yaml with `server.workers` set."""
+def config_with_workers(workers: int, directory: Path, redis: str) -> Path:
+    """bench/gateway.yaml with `server.workers` set, on the Redis at `redis`."""
     settings = yaml.safe_load(CONFIG.read_text())
     settings.setdefault("server", {})["workers"] = workers
+    settings["state"] = {"store": "redis", "url": redis, "key_prefix": f"bench{workers}:"}
     path = directory / f"gateway-{workers}.yaml"
     path.write_text(yaml.safe_dump(settings))
     return path
 
 
-def one_round(workers: int, upstream: str, args: argparse.Namespace, directory: Path) -> dict[str, dict[str, float]]:
+def one_round(
+    workers: int, upstream: str, redis: str, args: argparse.Namespace, directory: Path
+) -> dict[str, dict[str, float]]:
     """Each case's req/s, p99 and CPU per call on a gateway of `workers` workers, started for this round."""
-    serve = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config_with_workers(workers, directory))]
+    config = config_with_workers(workers, directory, redis)
+    serve = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
     figures: dict[str, dict[str, float]] = {}
     with spawn([*serve, "--no-reload"], ROOT, {"BENCH_UPSTREAM_URL": upstream}) as gateway:
         process = psutil.Process(gateway.process.pid)
@@ -79,10 +86,11 @@ def main() -> int:
     with (
         tempfile.TemporaryDirectory() as directory,
         spawn([sys.executable, "-m", "bench.servers"], ROOT) as upstream,
+        redis_server() as redis,
     ):
         for index in range(args.rounds):
             for workers in (1, 2) if index % 2 == 0 else (2, 1):
-                results[workers].append(one_round(workers, upstream.base, args, Path(directory)))
+                results[workers].append(one_round(workers, upstream.base, redis, args, Path(directory)))
     print(f"\n{os.cpu_count()} cores, c={args.concurrency}, {args.rounds} rounds of {args.seconds} s (medians)\n")
     print("| case | 1 worker req/s | 2 workers req/s | ratio | p99 1 → 2 (ms) | CPU µs/call 1 → 2 |")
     print("| --- | --- | --- | --- | --- | --- |")
