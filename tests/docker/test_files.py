@@ -93,7 +93,7 @@ def test_nginx_spreads_requests_over_every_replica() -> None:
     (resolver,) = [d for d in directives if d.startswith("resolver ")]
     assert resolver.split()[1] == "127.0.0.11", "Docker's embedded DNS answers service names with every replica"
     assert "valid=" in resolver, "re-asked often, so a scale-up is seen without a reload"
-    (proxy_pass,) = [d for d in directives if d.startswith("proxy_pass ")]
+    (proxy_pass,) = {d for d in directives if d.startswith("proxy_pass ")}  # `location /` and its retries
     group = proxy_pass.split("http://", 1)[1]
     servers = [d for d in directives if d.startswith("server gateway:")]
     # A replica that refused a connection is skipped 1 s, not 10: restarted, it is back at once, and one
@@ -220,6 +220,24 @@ def test_a_stopping_replica_drains_and_nginx_moves_on_within_a_second() -> None:
     (connect,) = [d for d in directives if d.startswith("proxy_connect_timeout ")]
     assert connect.split()[1] == "1s"
     assert "proxy_next_upstream error timeout" in directives  # never non_idempotent: no call is sent twice
+
+
+def test_a_request_no_replica_received_is_sent_again_when_the_replica_list_changed() -> None:
+    """nginx tries no other replica once its list changed during the request (a re-resolution while a connection
+    to a stopped replica's address timed out: `make compose-test` saw it at every scale-down). nginx's own 502/504
+    go to a named location that sends the request again only when no connection to a replica was ever made."""
+    text = NGINX_CONF.read_text()
+    directives = nginx_directives(text)
+    assert "error_page 502 = @again" in directives and "error_page 504 = @again_504" in directives
+    assert "proxy_request_buffering on" in directives, "the body is read whole, so it can be sent again"
+    assert "proxy_intercept_errors on" not in directives, "the gateway's own 502/504 are never sent again"
+    at = directives.index("map $upstream_connect_time $toolplex_never_connected")
+    assert directives[at + 1 : at + 3] == ['"~[0-9]" 0', "default 1"], directives[at : at + 3]
+    for name, status in (("@again", 502), ("@again_504", 504)):
+        block = text.split(f"location {name} {{", 1)[1].split("\n        }", 1)[0]
+        inner = nginx_directives(block)
+        assert inner[:2] == ["if ($toolplex_never_connected = 0)", f"return {status}"], inner
+        assert inner[2] == "proxy_pass http://toolplex_gateway", inner
 
 
 def test_health_checks_see_a_healthy_service_within_two_seconds() -> None:
