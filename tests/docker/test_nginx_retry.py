@@ -38,7 +38,7 @@ class Counting(http.server.BaseHTTPRequestHandler):
     received: dict[bytes, int]
     lock: threading.Lock
 
-    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+    def do_POST(self) -> None:  # the name http.server calls
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
         with self.lock:
             self.received[body] = self.received.get(body, 0) + 1
@@ -47,7 +47,7 @@ class Counting(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b"ok")
 
-    def do_GET(self) -> None:  # noqa: N802 - nginx's readiness probe in tests.docker.loopback.nginx
+    def do_GET(self) -> None:  # nginx's readiness probe in tests.docker.loopback.nginx
         self.send_response(200)
         self.send_header("content-length", "0")
         self.end_headers()
