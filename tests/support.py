@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import socket
@@ -69,21 +70,28 @@ def _worker_index() -> int:
     return int(worker[2:]) % 8 if worker[2:].isdigit() else 0
 
 
-def free_port() -> int:
-    """A loopback port nothing is bound to now, and that no other call in this test run is handed soon."""
+def free_port(*hosts: str) -> int:
+    """A port nothing is bound to now on each of `hosts` (default 127.0.0.1; replicas on loopback addresses of
+    their own listen on the same port, as containers do), and that no other call in this test run is handed soon."""
     base = PORT_BASE + _worker_index() * PORT_SPAN
     for _ in range(PORT_SPAN):
         port = base + (_PORT_START + next(_ports_handed)) % PORT_SPAN
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        with contextlib.ExitStack() as held:
             try:
-                sock.bind(("127.0.0.1", port))  # no SO_REUSEADDR: fails while any socket holds the port
+                for host in hosts or ("127.0.0.1",):
+                    sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                    sock.bind((host, port))  # no SO_REUSEADDR: fails while any socket holds the port
             except OSError:
                 continue
             return port
-    raise RuntimeError(f"no free port in {base}-{base + PORT_SPAN - 1}")
+    raise RuntimeError(f"no port free on {hosts or '127.0.0.1'} in {base}-{base + PORT_SPAN - 1}")
 
 
-_REFUSING: list[socket.socket] = []
+@functools.cache
+def _refusing() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 def refused_port() -> int:
@@ -92,11 +100,28 @@ def refused_port() -> int:
     The port is held by a socket that is bound but never listens: nothing else (another test's
     server on another worker) can take it, which a port merely found free cannot promise.
     """
-    if not _REFUSING:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        _REFUSING.append(sock)
-    return int(_REFUSING[0].getsockname()[1])
+    return int(_refusing().getsockname()[1])
+
+
+@contextlib.contextmanager
+def unanswered_port(host: str = "127.0.0.1", port: int = 0) -> Iterator[int]:
+    """A port on `host` where connecting hangs (no SYN is answered), as at an address nothing answers any more:
+    a listener whose accept queue is full drops further SYNs. Yields the port."""
+    listener = socket.socket()
+    listener.bind((host, port))
+    listener.listen(0)
+    fillers: list[socket.socket] = []
+    try:
+        for _ in range(8):
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(listener.getsockname())
+            fillers.append(filler)
+        yield int(listener.getsockname()[1])
+    finally:
+        for sock in [*fillers, listener]:
+            sock.close()
 
 
 @contextlib.asynccontextmanager

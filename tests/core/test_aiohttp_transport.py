@@ -22,7 +22,7 @@ import pytest
 from gateway.aiohttp_transport import AiohttpTransport
 from gateway.errors import GatewayError
 from gateway.upstream import NOT_SENT, Upstream, UpstreamSettings
-from tests.support import refused_port
+from tests.support import refused_port, unanswered_port
 
 TEST_S = 10  # every test body is bounded by asyncio.timeout too
 
@@ -276,24 +276,10 @@ async def test_a_full_pool_is_a_pool_timeout() -> None:
 
 
 async def test_a_connect_that_hangs_is_a_connect_timeout() -> None:
-    # A listening socket whose accept queue is full drops further SYNs: connecting hangs.
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    fillers: list[socket.socket] = []
-    try:
-        for _ in range(8):
-            filler = socket.socket()
-            filler.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                filler.connect(listener.getsockname())
-            fillers.append(filler)
+    with unanswered_port() as port:
         async with client() as c:
             with pytest.raises(httpx.ConnectTimeout):
-                await c.get(f"http://127.0.0.1:{listener.getsockname()[1]}/", timeout=httpx.Timeout(5, connect=0.3))
-    finally:
-        for s in [*fillers, listener]:
-            s.close()
+                await c.get(f"http://127.0.0.1:{port}/", timeout=httpx.Timeout(5, connect=0.3))
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command for a test certificate")

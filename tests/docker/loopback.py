@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -46,21 +45,6 @@ def missing() -> str | None:
     if redis_binary() is None:
         return "redis-server not found: run tests/state/install_redis.sh (make test does)"
     return None
-
-
-def port_free_on(*addresses: str) -> int:
-    """A port free on every one of `addresses` (replicas listen on the same port, as containers do)."""
-    for _ in range(50):
-        port = free_port()
-        with contextlib.ExitStack() as stack:
-            try:
-                for address in addresses:
-                    sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-                    sock.bind((address, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no port free on all of {addresses}")
 
 
 def start_toolplex(env: dict[str, str], url: str, log: Path) -> subprocess.Popen[bytes]:

@@ -27,10 +27,10 @@ from tests.docker.loopback import (
     loopback_nginx_conf,
     missing,
     nginx,
-    port_free_on,
     toolplex,
 )
 from tests.docker.stack import wait_until_ok
+from tests.support import free_port
 
 REPLICAS = ("127.0.0.2", "127.0.0.3")
 RESOLVE_TIMEOUT_S = 45.0  # nginx re-asks every 2 s (valid=2s)
@@ -66,7 +66,7 @@ def probe(base: str, access: Path) -> str:
 
 @pytest.mark.skipif(missing() is not None, reason=missing() or "")
 def test_stack_on_loopback(tmp_path: Path) -> None:
-    gateway_port = port_free_on(*REPLICAS)
+    gateway_port = free_port(*REPLICAS)
     replica = {address: f"{address}:{gateway_port}" for address in REPLICAS}
     with (
         compose_backing(tmp_path) as backing,

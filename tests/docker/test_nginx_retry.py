@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +23,8 @@ import httpx
 import pytest
 
 from tests.docker.dns import LoopbackDNS
-from tests.docker.loopback import loopback_nginx_conf, missing, nginx, port_free_on
+from tests.docker.loopback import loopback_nginx_conf, missing, nginx
+from tests.support import free_port, unanswered_port
 
 STOPPED = "127.0.0.3"  # the stopped replica's address, still in nginx's list
 LIVE = ("127.0.0.2", "127.0.0.4")  # the DNS answer toggles the second one in and out: each toggle is a list change
@@ -72,26 +72,6 @@ def replicas(port: int) -> Iterator[dict[bytes, int]]:
             server.server_close()
 
 
-@contextlib.contextmanager
-def unanswered(port: int) -> Iterator[None]:
-    """`STOPPED:port` drops every SYN: a listener whose accept queue is full (connections there hang)."""
-    listener = socket.socket()
-    listener.bind((STOPPED, port))
-    listener.listen(0)
-    fillers: list[socket.socket] = []
-    try:
-        for _ in range(8):
-            filler = socket.socket()
-            filler.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                filler.connect((STOPPED, port))
-            fillers.append(filler)
-        yield
-    finally:
-        for sock in [*fillers, listener]:
-            sock.close()
-
-
 def next_query(dns: LoopbackDNS, after: int, timeout: float = 10.0) -> tuple[int, float]:
     """The count and time of nginx's next DNS query after the `after`-th."""
     deadline = time.monotonic() + timeout
@@ -103,10 +83,10 @@ def next_query(dns: LoopbackDNS, after: int, timeout: float = 10.0) -> tuple[int
 
 @pytest.mark.skipif(missing() is not None, reason=str(missing()))
 def test_a_post_no_replica_received_is_sent_again_when_the_list_changed(tmp_path: Path) -> None:
-    port = port_free_on(STOPPED, *LIVE)
+    port = free_port(STOPPED, *LIVE)
     answers = [[STOPPED, LIVE[0]], [STOPPED, *LIVE]]
     with (
-        unanswered(port),
+        unanswered_port(STOPPED, port),  # the stopped replica: connections there hang
         replicas(port) as received,
         LoopbackDNS({"gateway": answers[0]}) as dns,
         nginx(lambda listen: loopback_nginx_conf(dns.port, port, listen), tmp_path / "nginx") as (listen, _access),

@@ -28,11 +28,10 @@ from tests.docker.loopback import (
     loopback_nginx_conf,
     missing,
     nginx,
-    port_free_on,
     start_toolplex,
 )
 from tests.docker.stack import wait_until_ok
-from tests.support import stop
+from tests.support import free_port, stop
 
 ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 DRAIN_S = 2  # docker/gateway.yaml's drain, shortened: on loopback a stopped replica refuses at once
@@ -119,7 +118,7 @@ class Replicas:
 @contextlib.contextmanager
 def loopback_stack(tmp_path: Path) -> Iterator[tuple[str, Replicas]]:
     """Redis, the `tools` upstream, DNS and nginx; no replica yet."""
-    port = port_free_on(*ADDRESSES)
+    port = free_port(*ADDRESSES)
     with compose_backing(tmp_path) as backing, LoopbackDNS({"gateway": []}) as dns:
         env = {**backing, "TOOLPLEX_DRAIN_S": str(DRAIN_S)}
         conf = functools.partial(loopback_nginx_conf, dns.port, port)
