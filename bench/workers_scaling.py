@@ -26,15 +26,14 @@ from pathlib import Path
 import psutil
 import yaml
 
+from bench.cases import FRONTS, cases
 from bench.load import Request, measure, wrk_path
 from bench.processes import spawn
 from bench.run import CONFIG, ROOT, WARMUP_S, cpu_seconds, probe
 from tests.state.redis_server import redis_server
 
-CASES = {
-    "in process via OpenTool": ("Math_Add", b'"result":15'),
-    "proxied via OpenTool": ("Up_Add", b'"result":15'),
-}
+# `make bench`'s OpenTool cases (bench/cases.py), in process and proxied: the same requests and checks.
+CASES = {f"{c.group} via OpenTool": c for c in cases() if c.server == "gateway" and c.name == FRONTS[0].name}
 
 
 def config_with_workers(workers: int, directory: Path, redis: str) -> Path:
@@ -56,9 +55,8 @@ def one_round(
     figures: dict[str, dict[str, float]] = {}
     with spawn([*serve, "--no-reload"], ROOT, {"BENCH_UPSTREAM_URL": upstream}) as gateway:
         process = psutil.Process(gateway.process.pid)
-        for name, (tool, expect) in CASES.items():
-            body = b'{"jsonrpc":"2.0","method":"%s","params":{"a":10,"b":5},"id":"bench"}' % tool.encode()
-            request = Request(gateway.port, "/opentool/call", body, expect)
+        for name, case in CASES.items():
+            request = Request(gateway.port, case.path, case.body, case.expect, case.headers)
             asyncio.run(probe(request))
             measure(request, args.concurrency, WARMUP_S, use_wrk=True)
             cpu = cpu_seconds(process)

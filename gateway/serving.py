@@ -46,7 +46,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 READ_PENDING_S = 2.0  # at a stop: most time for requests already sent on open connections to be read
 
 
-def event_loop_factory(loop: str = "asyncio") -> Callable[[], asyncio.AbstractEventLoop] | None:
+def event_loop_factory(loop: str = ServerSettings().loop) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's loop for `auto` (when installed) and `uvloop`; None (asyncio's own) otherwise.
 
     `toolplex serve` runs its own loop (`asyncio.Runner`) so that the gateway starts before the
