@@ -228,6 +228,7 @@ class DetachedRuns:
         *,
         owner: str | None = None,
         meta: dict[str, Any] | None = None,
+        told: bool = True,
     ) -> Outcome:
         """The outcome of `call` under key `key`: fresh, collected, replayed or pending.
 
@@ -239,7 +240,15 @@ class DetachedRuns:
         passes the precheck first, or gets its failure. `owner` names who may
         cancel the run (a session: `RunRegistry.cancel_owned_by`); `meta` is
         kept with the record for whoever collects it (`collect`).
+
+        `told` says whether the caller knew `key` before this call (its own
+        idempotency key). A key the gateway made up (a handle, a call_id the
+        client did not send) is known to nobody until a pending answer names
+        it, so that call is recorded only once its patience is over: a call
+        answered in time writes nothing to the store (`_run_untold`).
         """
+        if not told:
+            return await self._run_untold(key, fingerprint, call, lost_after, owner=owner, meta=meta)
         policy = self.policy
         record_key = self.record_key(principal_name(call.context.principal), key)
         started = time.monotonic()
@@ -276,6 +285,49 @@ class DetachedRuns:
             followed = await self._follow(record_key, record, call, deadline, started, policy)
             if followed is not None:
                 return followed
+
+    async def _run_untold(
+        self,
+        key: str,
+        fingerprint: str,
+        call: Call,
+        lost_after: float,
+        *,
+        owner: str | None,
+        meta: dict[str, Any] | None,
+    ) -> Outcome:
+        """Run a call under a key nobody knows yet; record it (`running`, then its outcome) only when the
+        patience runs out and the pending answer is about to name the key."""
+        policy = self.policy
+        principal = principal_name(call.context.principal)
+        record_key = self.record_key(principal, key)
+        started = time.monotonic()
+        lost_at = time.time() + lost_after
+        run = self.runs.start(record_key, call, owner=owner)
+        try:
+            outcome = await self.runs.wait(run, policy.patience)
+        except asyncio.CancelledError:  # the request went away: the run goes on, and nobody can collect it
+            run.task.add_done_callback(lambda _task: self.runs.forget(record_key))
+            raise
+        if outcome is not None:
+            self.runs.forget(record_key)
+            return outcome
+        token = uuid.uuid4().hex
+        running = {
+            "status": "running",
+            "fingerprint": fingerprint,
+            "token": token,
+            "lost_at": lost_at,
+            "replica": self.homes.here if self.homes else None,
+            "owner": owner,
+            "meta": meta or {},
+        }
+        try:
+            await self.store.set(record_key, running, max(policy.retention, lost_after))
+        finally:  # settled when it ends (at once if it ended while the record was written)
+            run.task.add_done_callback(lambda _task: self._background.spawn(self._settle(record_key, token, run)))
+        self._awaiting(record_key, principal)
+        return _pending(call, started, policy)
 
     async def collect(self, key: str, call: Call, *, owner: str | None = None) -> tuple[Outcome, dict[str, Any]] | None:
         """The outcome of the run recorded under `key`, the caller's own, and the `meta` it was recorded with:

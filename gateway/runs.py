@@ -150,16 +150,35 @@ class RunRegistry:
 
     async def wait(self, run: Run, patience: float) -> Outcome | None:
         """The outcome if it arrives within `patience` seconds, else None (the run goes on)."""
-        done, _ = await asyncio.wait({run.task}, timeout=max(0.0, patience))
-        if not done:
-            return None
-        if run.task.cancelled():
+        task = run.task
+        if not task.done():
+            if patience <= 0:
+                return None
+            # One future woken by the task or the timer: asyncio.wait's sets and per-call bookkeeping were
+            # ~5 % of an OXP call's CPU.
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+
+            def wake(_task: object = None) -> None:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+            timer = loop.call_later(patience, wake)
+            task.add_done_callback(wake)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                task.remove_done_callback(wake)
+            if not task.done():
+                return None
+        if task.cancelled():
             return Outcome(
                 call_id=run.call.context.call_id,
                 spec=None,
                 error=Failure(kind=ErrorKind.TOOL_FAILED, message="The call was cancelled before it finished"),
             )
-        return run.task.result()
+        return task.result()
 
     def forget(self, key: str) -> None:
         """Drop a run (collected, or no longer wanted): nothing here references it afterwards."""

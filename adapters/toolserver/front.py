@@ -472,7 +472,13 @@ class ToolServerFront:
         lost_after = self.services.limits.max_timeout_s + self.patience + GRACE_S
         try:
             outcome = await self.detached.call(
-                handle, handle, call, lost_after, owner=caller.owner, meta={"tool": name, "arguments": wanted.arguments}
+                handle,
+                handle,
+                call,
+                lost_after,
+                owner=caller.owner,
+                meta={"tool": name, "arguments": wanted.arguments},
+                told=False,  # a handle is ours: recorded only if the 450 names it
             )
         except GatewayError as exc:
             raise _Answer(codec.status_of(exc.failure), codec.failure_detail(exc.failure)) from None
@@ -481,8 +487,7 @@ class ToolServerFront:
                 record_key = self.detached.record_key(principal_name(caller.principal), handle)
                 await self.sessions.own(caller.session, record_key)
             return self._retry(handle)
-        await self.detached.forget(handle, principal_name(caller.principal))  # answered now: no handle to keep
-        return self._render(outcome, name, wanted.arguments)
+        return self._render(outcome, name, wanted.arguments)  # answered in time: nothing was recorded
 
     async def _collect(self, request: Request, arguments: dict[str, Any], caller: _Caller) -> Response:
         """Collect a result handle: a request of the caller's own through the pipeline (`RequestKind.COLLECT`:

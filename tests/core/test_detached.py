@@ -139,6 +139,65 @@ async def test_after_the_patience_the_answer_is_pending_and_the_same_key_collect
     assert collected.value == {"key": "k", "runs": 1} and pipeline.runs["k"] == 1
 
 
+async def test_a_key_nobody_was_told_is_recorded_only_once_a_pending_answer_names_it() -> None:
+    pipeline = Pipeline()
+    runs, store = service(pipeline, patience=0.05)
+    quick = await runs.call("made-up", "fp", call("made-up"), 60, told=False)
+    assert quick.value == {"key": "k", "runs": 1}
+    assert store.count("ns") == 0 and runs.runs.running == 0 and runs.runs.finished == 0  # nothing kept
+    pipeline.gate.clear()
+    before = time.time()
+    pending = await runs.call("slow", "fp", call("slow", key="s"), 60, told=False)
+    assert pending.error is not None and pending.error.kind is ErrorKind.PENDING
+    record = await store.get("ns:~:call:slow")
+    assert record is not None and record["status"] == "running" and record["fingerprint"] == "fp"
+    assert before + 60 <= record["lost_at"] <= before + 60.04  # from the call's start, not from its pending answer
+    pipeline.gate.set()
+    collected = await runs.collect("slow", call("slow", key="s"))
+    assert collected is not None and collected[0].value == {"key": "s", "runs": 1} and pipeline.runs["s"] == 1
+
+
+async def test_an_untold_run_that_ends_while_its_record_is_written_is_still_recorded() -> None:
+    pipeline = Pipeline()
+    pipeline.gate.clear()
+    runs, store = service(pipeline, patience=0.05)
+    write = store.set
+
+    async def set_while_the_run_ends(key: str, value: object, ttl: float) -> None:
+        pipeline.gate.set()
+        await asyncio.sleep(0.01)  # the run ends (and would settle) before the record is there
+        await write(key, value, ttl)
+
+    store.set = set_while_the_run_ends  # type: ignore[method-assign]
+    pending = await runs.call("race", "fp", call("race"), 60, told=False)
+    assert pending.error is not None and pending.error.kind is ErrorKind.PENDING
+    store.set = write  # type: ignore[method-assign]
+    deadline = time.monotonic() + DEADLINE_S
+    while (record := await store.get("ns:~:call:race")) is not None and record["status"] != "done":
+        assert time.monotonic() < deadline, record
+        await asyncio.sleep(0.005)
+    assert record is not None and record["outcome"]["value"] == {"key": "k", "runs": 1}
+
+
+async def test_an_untold_call_whose_request_went_away_is_forgotten_when_it_ends() -> None:
+    pipeline = Pipeline()
+    pipeline.gate.clear()
+    runs, store = service(pipeline)
+    request = asyncio.ensure_future(runs.call("gone", "fp", call("gone"), 60, told=False))
+    while not pipeline.runs["k"]:
+        await asyncio.sleep(0)
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    assert runs.runs.running == 1  # the tool goes on
+    pipeline.gate.set()
+    deadline = time.monotonic() + DEADLINE_S
+    while runs.runs.running or runs.runs.finished:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.005)
+    assert store.count("ns") == 0
+
+
 async def test_a_running_record_with_no_run_past_lost_after_is_reported_lost() -> None:
     pipeline = Pipeline()
     runs, store = service(pipeline)
