@@ -8,13 +8,14 @@ through each front. Load comes from wrk (one thread) when it is installed, else 
 a bounded asyncio client (much slower than wrk: its figures cap what it can measure).
 Every answer is checked. Rounds alternate their order; figures are medians over rounds.
 
-Then the catalog at scale (bench/catalog_scale.py) and a short soak (bench/soak.py),
-unless skipped. Prints the table as Markdown and writes everything to
+Then `server.workers: 2` against one worker at c=64 (bench/workers_scaling.py), the
+catalog at scale (bench/catalog_scale.py) and a short soak (bench/soak.py), unless
+skipped. Prints the tables as Markdown and writes everything to
 bench/results/bench-<time>.json (gitignored).
 
     .venv/bin/python -m bench.run [--seconds 5] [--rounds 1] [--concurrency 1 32]
         [--tree PATH]  # measure the gateway of another source tree (a `git archive` of an older commit)
-        [--skip-catalog] [--skip-soak] [--python-load] [--max-seconds 1800]
+        [--skip-catalog] [--skip-soak] [--skip-workers] [--python-load] [--max-seconds 1800]
         [--cases OpenTool MCP]  # only cases whose name holds one of these (their baselines always run)
 """
 
@@ -256,6 +257,7 @@ def main() -> int:
     )
     parser.add_argument("--skip-catalog", action="store_true")
     parser.add_argument("--skip-soak", action="store_true")
+    parser.add_argument("--skip-workers", action="store_true", help="leave out server.workers 2 against 1")
     parser.add_argument("--soak-calls", type=int, default=20_000)
     parser.add_argument("--python-load", action="store_true", help="the asyncio client even when wrk is installed")
     parser.add_argument("--max-seconds", type=float, default=1800, help="the whole run, servers started included")
@@ -279,6 +281,13 @@ def main() -> int:
     if report["against_reference"]:
         print()
         print(reference_markdown(report["against_reference"]))
+    if not args.skip_workers and not args.python_load and wrk_path() is not None and args.tree is None:
+        from bench.workers_scaling import run_workers
+
+        rows, workers_table = run_workers(rounds=max(2, args.rounds), seconds=3.0, concurrency=64)
+        report["workers"] = rows
+        print()
+        print(workers_table)
     if not args.skip_catalog:
         from bench.catalog_scale import run_catalog
 
@@ -291,7 +300,8 @@ def main() -> int:
     out = RESULTS / f"bench-{started:%Y%m%dT%H%M%SZ}.json"
     out.write_text(json.dumps(report, indent=2))
     compared = f"\n\n{reference_markdown(report['against_reference'])}" if report["against_reference"] else ""
-    (RESULTS / "latest.md").write_text(markdown(table) + compared + "\n")
+    workers = f"\n\n{workers_table}" if "workers" in report else ""
+    (RESULTS / "latest.md").write_text(markdown(table) + compared + workers + "\n")
     print(f"\nwrote {out.relative_to(ROOT)} and bench/results/latest.md")
     return 0
 

@@ -9,6 +9,7 @@ Rounds alternate which worker count goes first; the figure is the median over ro
 each round's own ratio (two workers' req/s over one's), as `make bench` takes its ratios.
 The machine's cores are shared with wrk and the upstream, so the ratio says what a
 second worker buys on this machine, not on a bigger one: the output names the cores.
+`make bench` runs it after the call table (bench/run.py, `--skip-workers` to leave it out).
 
     .venv/bin/python -m bench.workers_scaling [--rounds 4] [--seconds 3] [--concurrency 64]
 """
@@ -72,6 +73,52 @@ def one_round(
     return figures
 
 
+def run_workers(rounds: int, seconds: float, concurrency: int) -> tuple[list[dict[str, float | str]], str]:
+    """Both worker counts, rounds alternating: a row per case (medians, and the median of each round's own
+    ratio) and the Markdown table. `make bench` runs it too (bench/run.py)."""
+    args = argparse.Namespace(seconds=seconds, concurrency=concurrency)
+    results: dict[int, list[dict[str, dict[str, float]]]] = {1: [], 2: []}
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        spawn([sys.executable, "-m", "bench.servers"], ROOT) as upstream,
+        redis_server() as redis,
+    ):
+        for index in range(rounds):
+            for workers in (1, 2) if index % 2 == 0 else (2, 1):
+                results[workers].append(one_round(workers, upstream.base, redis, args, Path(directory)))
+    rows: list[dict[str, float | str]] = []
+    lines = [
+        f"{os.cpu_count()} cores, c={concurrency}, {rounds} rounds of {seconds} s (medians)",
+        "",
+        "| case | 1 worker req/s | 2 workers req/s | ratio | p99 1 → 2 (ms) | CPU µs/call 1 → 2 |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in CASES:
+        one = [r[name] for r in results[1]]
+        two = [r[name] for r in results[2]]
+
+        def med(runs: list[dict[str, float]], field: str) -> float:
+            return statistics.median(r[field] for r in runs)
+
+        row: dict[str, float | str] = {
+            "case": name,
+            "rps_1": med(one, "rps"),
+            "rps_2": med(two, "rps"),
+            "ratio": statistics.median(b["rps"] / a["rps"] for a, b in zip(one, two, strict=True)),
+            "p99_1": med(one, "p99_ms"),
+            "p99_2": med(two, "p99_ms"),
+            "cpu_us_1": med(one, "cpu_us"),
+            "cpu_us_2": med(two, "cpu_us"),
+            "bad": sum(r["bad"] for r in one + two),
+        }
+        rows.append(row)
+        lines.append(
+            f"| {name} | {row['rps_1']:,.0f} | {row['rps_2']:,.0f} | {row['ratio']:.2f}x | "
+            f"{row['p99_1']:.1f} → {row['p99_2']:.1f} | {row['cpu_us_1']:.0f} → {row['cpu_us_2']:.0f} |"
+        )
+    return rows, "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
@@ -80,31 +127,8 @@ def main() -> int:
     args = parser.parse_args()
     if wrk_path() is None:
         raise SystemExit("wrk is missing: bench/install_wrk.sh installs it")
-    results: dict[int, list[dict[str, dict[str, float]]]] = {1: [], 2: []}
-    with (
-        tempfile.TemporaryDirectory() as directory,
-        spawn([sys.executable, "-m", "bench.servers"], ROOT) as upstream,
-        redis_server() as redis,
-    ):
-        for index in range(args.rounds):
-            for workers in (1, 2) if index % 2 == 0 else (2, 1):
-                results[workers].append(one_round(workers, upstream.base, redis, args, Path(directory)))
-    print(f"\n{os.cpu_count()} cores, c={args.concurrency}, {args.rounds} rounds of {args.seconds} s (medians)\n")
-    print("| case | 1 worker req/s | 2 workers req/s | ratio | p99 1 → 2 (ms) | CPU µs/call 1 → 2 |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name in CASES:
-        one = [r[name] for r in results[1]]
-        two = [r[name] for r in results[2]]
-        ratio = statistics.median(b["rps"] / a["rps"] for a, b in zip(one, two, strict=True))
-
-        def med(rows: list[dict[str, float]], field: str) -> float:
-            return statistics.median(r[field] for r in rows)
-
-        print(
-            f"| {name} | {med(one, 'rps'):,.0f} | {med(two, 'rps'):,.0f} | {ratio:.2f}x | "
-            f"{med(one, 'p99_ms'):.1f} → {med(two, 'p99_ms'):.1f} | "
-            f"{med(one, 'cpu_us'):.0f} → {med(two, 'cpu_us'):.0f} |"
-        )
+    _rows, table = run_workers(args.rounds, args.seconds, args.concurrency)
+    print(f"\n{table}")
     return 0
 
 
