@@ -131,7 +131,8 @@ class JwtAuth:
             raise _unauthenticated(
                 f"JWT lacks the claim {self.principal_claim!r} naming its caller (a non-empty string)"
             )
-        return Principal(name=f"jwt:{subject}", tools=self.tools_of(claims))
+        values = tuple(claim_values(claims.get(self.claim), self.claim))
+        return Principal(name=f"jwt:{subject}", tools=self.tools_of(claims), claims=values)
 
     def tools_of(self, claims: Mapping[str, Any]) -> tuple[str, ...] | None:
         """The globs the token's claim values are granted (their union, in order); None without grants: all tools."""
@@ -258,10 +259,17 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
 
 
 class Authenticator:
-    def __init__(self, methods: list[AuthMethod], oauth: OAuthTokens | None = None, admins: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        methods: list[AuthMethod],
+        oauth: OAuthTokens | None = None,
+        admins: Sequence[str] = (),
+        admin_grants: Sequence[str] = (),
+    ) -> None:
         self.methods = methods
         self.oauth = oauth  # also among `methods`; kept apart for its `prepare` and its published metadata
         self.admins = tuple(admins)  # globs on principal names (`auth.admins`)
+        self.admin_grants = frozenset(admin_grants)  # a token's grant-claim values (`auth.admin_grants`)
 
     @property
     def enabled(self) -> bool:
@@ -291,14 +299,17 @@ class Authenticator:
         for method in self.methods:
             principal = method.authenticate(token)
             if principal is not None:
-                return self._admin(principal) if self.admins else principal
+                return self._admin(principal) if self.admins or self.admin_grants else principal
         raise GatewayError.of(ErrorKind.UNAUTHENTICATED, "Invalid credentials")
 
     def _admin(self, principal: Principal) -> Principal:
-        """The principal, marked `admin` when its name matches `auth.admins` (what sees quarantined tools)."""
-        if not any(fnmatchcase(principal.name, pattern) for pattern in self.admins):
-            return principal
-        return replace(principal, admin=True)
+        """The principal, marked `admin` when its name matches `auth.admins` or its token's grant claim holds a
+        value of `auth.admin_grants` (what sees quarantined tools and the whole console)."""
+        if any(fnmatchcase(principal.name, pattern) for pattern in self.admins) or not self.admin_grants.isdisjoint(
+            principal.claims
+        ):
+            return replace(principal, admin=True)
+        return principal
 
 
 def build_authenticator(
@@ -321,4 +332,6 @@ def build_authenticator(
         methods.append(oauth)
     if auth.jwt is not None and auth.jwt.secret_env:
         methods.append(JwtAuth.from_settings(auth.jwt, os.environ if env is None else env))
-    return Authenticator(methods, oauth, admins=getattr(auth, "admins", ()))
+    return Authenticator(
+        methods, oauth, admins=getattr(auth, "admins", ()), admin_grants=getattr(auth, "admin_grants", ())
+    )

@@ -127,8 +127,11 @@ class Principal:
     # An OAuth caller's grant table (claim value -> globs) its `tools` came from: which scopes would let it call
     # a tool it may not (the 403 `insufficient_scope` challenge names them). None: no scope would change that.
     grants: tuple[tuple[str, tuple[str, ...]], ...] | None = None
-    # Matched by `auth.admins`: sees quarantined tools in listings (`gateway.pinning`); calls nothing more.
+    # Matched by `auth.admins` or `auth.admin_grants`: sees quarantined tools in listings (`gateway.pinning`) and
+    # the whole gateway on the console; calls nothing more.
     admin: bool = False
+    # The values of a token's grant claim (`scope`, `roles`, ...), which `auth.admin_grants` may name.
+    claims: tuple[str, ...] = field(default=(), compare=False)  # not who it is: equal principals may differ here
 
     def may_call(self, spec: ToolSpec) -> bool:
         return self.tools is None or any(fnmatchcase(spec.flat_name, pattern) for pattern in self.tools)

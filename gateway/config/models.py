@@ -329,6 +329,13 @@ class AuthSettings(Section):
             "they also see quarantined tools in listings (pinning). Nobody is an admin with auth off"
         ),
     )
+    admin_grants: list[NonEmpty] = Field(
+        default=[],
+        description=(
+            "Values of a token's grant claim (auth.jwt.claim, or auth.oauth.claim: scope, roles, ...) that make its "
+            "caller an admin, as auth.admins does by name: e.g. [toolplex:admin]"
+        ),
+    )
 
 
 class ProviderSettings(Section):

@@ -245,7 +245,12 @@ class OAuthTokens:
                 f"the token lacks the claim {self.principal_claim!r} naming its caller "
                 f"(a non-empty string of at most {MAX_SUBJECT_CHARS} characters)"
             )
-        return Principal(name=f"oauth:{issuer.name}:{subject}", tools=self.tools_of(claims), grants=self.grants)
+        return Principal(
+            name=f"oauth:{issuer.name}:{subject}",
+            tools=self.tools_of(claims),
+            grants=self.grants,
+            claims=tuple(claim_values(claims.get(self.claim), self.claim)),
+        )
 
     def tools_of(self, claims: Mapping[str, Any]) -> tuple[str, ...] | None:
         """The globs the token's claim values are granted (their union); None without grants: every tool."""

@@ -267,3 +267,25 @@ def test_claim_values_read_oauth_scope_strings_and_role_lists() -> None:
             claim_values(bad, "roles")
         assert raised.value.failure.kind is ErrorKind.UNAUTHENTICATED
         assert raised.value.failure.message.startswith("JWT claim 'roles' must be")
+
+
+# ---- an admin by a grant of the token (`auth.admin_grants`), as `auth.admins` makes one by name ----
+
+
+@pytest.mark.parametrize("claim", ["scope", "roles"])
+async def test_a_token_whose_grant_claim_holds_an_admin_grant_is_an_admin(claim: str) -> None:
+    gateway = "fronts:\n  console: {enabled: true}\n" + config(claim) + '  admin_grants: ["admin"]\n'
+
+    def values(*names: str) -> str | list[str]:
+        return " ".join(names) if claim == "scope" else list(names)
+
+    async with asgi_client(gateway) as client:
+        for claims, admin in (
+            ({claim: values("tools:math", "admin")}, True),
+            ({claim: values("tools:math")}, False),
+            ({}, False),
+            ({claim: values("administrator")}, False),  # a value, not a prefix or a glob
+        ):
+            me = await client.get("/console/api/me", headers=bearer(token("ada", **claims)))
+            assert me.status_code == 200, me.text
+            assert (me.json()["principal"], me.json()["admin"]) == ("jwt:ada", admin), claims
