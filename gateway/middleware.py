@@ -24,6 +24,7 @@ outermost one, so it records the final outcome of every call exactly once.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +32,7 @@ import structlog
 
 from gateway.errors import ConfigError
 from gateway.model import Call, Outcome, ToolSpec
+from gateway.observability import own_chain
 from gateway.plugins import load_object
 
 call_log = structlog.get_logger("toolplex.call")
@@ -65,35 +67,52 @@ class CallLog(BaseMiddleware):
     def __init__(self) -> None:
         self._config: tuple[Any, ...] = ()
         self._logger: Any = None
+        self._direct: tuple[list[Any], Any] | None = None  # the gateway's own processors and printer
+        self._quiet = False  # the gateway's own set-up, at a level above info
 
     def _bound(self) -> Any:
         """`toolplex.call` bound once per structlog configuration: the lazy proxy builds a logger (and,
         with the gateway's factory, a PrintLogger) on every use, even for a line its level drops."""
         config = structlog.get_config()
-        parts = (config["processors"], config["wrapper_class"], config["logger_factory"], config["context_class"])
+        # The processors one by one: a list changed in place (structlog.testing.capture_logs does) is another set-up.
+        parts = (*config["processors"], config["wrapper_class"], config["logger_factory"], config["context_class"])
         if len(parts) != len(self._config) or any(a is not b for a, b in zip(parts, self._config, strict=True)):
             self._config, self._logger = parts, call_log.bind()
+            own = own_chain(config)
+            self._quiet = own is not None and own.level > logging.INFO
+            self._direct = (own.processors, config["logger_factory"]()) if own and not self._quiet else None
         return self._logger
 
     async def after(self, call: Call, outcome: Outcome) -> None:
+        logger = self._bound()
+        if self._quiet:
+            return
         ctx = call.context
         spec = outcome.spec
-        self._bound().info(
-            "call",
-            call_id=ctx.call_id,
-            front=ctx.front,
-            kind=str(call.kind),
-            tool=spec.flat_name if spec else call.tool,
-            version=spec.version if spec else call.version,
-            backend=spec.backend if spec else call.backend,
-            duration_ms=outcome.duration_ms,
-            outcome="ok" if outcome.error is None else outcome.error.kind.value,
-            cached=outcome.cached,
-            principal=ctx.principal.name if ctx.principal else None,
-            session_id=ctx.session_id,
-            message_id=ctx.message_id,
-            trace_id=ctx.trace_id,
-        )
+        event: dict[str, Any] = {
+            "call_id": ctx.call_id,
+            "front": ctx.front,
+            "kind": str(call.kind),
+            "tool": spec.flat_name if spec else call.tool,
+            "version": spec.version if spec else call.version,
+            "backend": spec.backend if spec else call.backend,
+            "duration_ms": outcome.duration_ms,
+            "outcome": "ok" if outcome.error is None else outcome.error.kind.value,
+            "cached": outcome.cached,
+            "principal": ctx.principal.name if ctx.principal else None,
+            "session_id": ctx.session_id,
+            "message_id": ctx.message_id,
+            "trace_id": ctx.trace_id,
+        }
+        if self._direct is None:  # another set-up (a test's capture, an operator's): structlog as configured
+            logger.info("call", **event)
+            return
+        processors, printer = self._direct  # what structlog's wrapper would do, without the wrapper
+        event["event"] = "call"
+        line: Any = event
+        for processor in processors:
+            line = processor(printer, "info", line)
+        printer.msg(line)
 
 
 def _check_hooks(obj: Any, where: str) -> list[str]:
