@@ -141,9 +141,7 @@ class OxpFront:
             fp = codec.fingerprint(parsed.raw_tool_id, parsed.input, parsed.user_id)
             lost_after = self.services.deadline_for(call, spec) + self.settings.patience_s + GRACE_S
             with tracing.joined(codec.w3c_trace_id(parsed.trace_id), parsed.trace_id):  # trace_id names the trace
-                outcome = await self.runs.call(
-                    call.context.call_id, fp, call, lost_after, told=bool(parsed.call_id)
-                )
+                outcome = await self.runs.call(call.context.call_id, fp, call, lost_after, told=bool(parsed.call_id))
         except GatewayError as exc:
             return failure_response(exc.failure, shape)
         status, body = codec.call_answer(outcome, shape)  # as the console presents it too
