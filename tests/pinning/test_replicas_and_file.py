@@ -77,10 +77,10 @@ def test_two_replicas_share_the_pins_an_approval_on_one_is_served_by_both(
         listing = pins(config, "list", "--changed", "--json")
         assert listing.returncode == 0, listing.stderr
         (pending,) = json.loads(listing.stdout)
-        assert pending["pin"] == "shop/Shop_lookup@1.0.0" and pending["mode"] == "enforce"
+        assert pending["pin"] == "shop/Shop_lookup" and pending["mode"] == "enforce"
         diff = pins(config, "diff", "Shop_lookup")
         assert diff.returncode == 0 and "~/.ssh/id_rsa" in diff.stdout, diff.stderr
-        approved = pins(config, "approve", "shop/Shop_lookup@1.0.0", "--by", "ops")
+        approved = pins(config, "approve", "shop/Shop_lookup", "--by", "ops")
         assert approved.returncode == 0, approved.stderr
         until(lambda: served(one) and served(two), "both replicas serve the approved definition")
         assert json.loads(pins(config, "list", "--changed", "--json").stdout) == []
@@ -100,10 +100,10 @@ async def test_a_pin_file_written_by_the_cli_is_where_a_deployment_starts(upstre
     assert refused.returncode == 1 and "--write-file" in refused.stderr
     written = pins(config, "approve", "--all", "--write-file")
     assert written.returncode == 0, written.stderr
-    assert "shop/Shop_lookup@1.0.0" in pin_file.read_text() and "sha256:" in pin_file.read_text()
+    assert "shop/Shop_lookup" in pin_file.read_text() and "sha256:" in pin_file.read_text()
     upstream.serve(CHANGED)
     listing = json.loads(pins(config, "list", "--json").stdout)
-    assert {v["pin"]: v["status"] for v in listing}["shop/Shop_lookup@1.0.0"] == "changed"
+    assert {v["pin"]: v["status"] for v in listing}["shop/Shop_lookup"] == "changed"
     # A fresh gateway (its store empty) starts from the file: the first discovery is a change.
     async with asgi_client(text.replace("file: pins.yaml", f"file: {pin_file}")) as client:
         body = {"jsonrpc": "2.0", "method": "Shop_lookup", "params": {"id": "p1"}, "id": "1"}
