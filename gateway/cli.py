@@ -256,7 +256,8 @@ async def _pins_action(admin: Any, args: argparse.Namespace) -> int:
             view = await admin.approve(name, by=args.by, write_file=args.write_file)
         else:
             view = await admin.reject(name, by=args.by)
-        print(f"{view.pin}: {args.action}d, approved {(view.approved or {}).get('hash')}")
+        done = "approved" if args.action == "approve" else "rejected"
+        print(f"{view.pin}: {done}, approved {(view.approved or {}).get('hash')}")
     return 0
 
 
