@@ -246,7 +246,8 @@ async def _pins_action(admin: Any, args: argparse.Namespace) -> int:
         return 0
     names = list(args.pins)
     if args.all:
-        names += [v.pin for v in await admin.list(status="changed" if args.action == "reject" else None)]
+        views = await admin.list(status="changed" if args.action == "reject" else None)
+        names += [v.pin for v in views if v.status != "rejected"]  # a rejected added tool has nothing to approve
     if not names:
         print("name at least one pin (see toolplex pins list), or --all", file=sys.stderr)
         return 1
@@ -255,7 +256,8 @@ async def _pins_action(admin: Any, args: argparse.Namespace) -> int:
             view = await admin.approve(name, by=args.by, write_file=args.write_file)
         else:
             view = await admin.reject(name, by=args.by)
-        print(f"{view.pin}: {args.action}d, approved {(view.approved or {}).get('hash')}")
+        done = "approved" if args.action == "approve" else "rejected"
+        print(f"{view.pin}: {done}, approved {(view.approved or {}).get('hash')}")
     return 0
 
 
@@ -347,11 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing = pin_actions.add_parser("list", help="every pin, with its approved and pending hashes")
     listing.add_argument("--changed", action="store_true", help="only the pins whose change awaits a decision")
     diff = pin_actions.add_parser("diff", help="a pin's pending change against its approved definition")
-    diff.add_argument("pin", help="a pin id (<backend>/<tool>@<version>) or a tool name")
+    diff.add_argument("pin", help="a pin id (<backend>/<tool>) or a tool name")
     approve = pin_actions.add_parser("approve", help="make pending definitions the approved ones")
     reject = pin_actions.add_parser("reject", help="keep the approved definitions, reject the pending ones")
     for decide in (approve, reject):
-        decide.add_argument("pins", nargs="*", help="pin ids (<backend>/<tool>@<version>) or tool names")
+        decide.add_argument("pins", nargs="*", help="pin ids (<backend>/<tool>) or tool names")
         decide.add_argument("--all", action="store_true", help="every pin awaiting a decision (approve: every pin)")
         decide.add_argument("--by", default=os.environ.get("USER"), help="who decides (recorded; default $USER)")
     approve.add_argument(

@@ -210,15 +210,17 @@ def reload_family(reloads: dict[str, int]) -> Metric:
     return family
 
 
-def pin_change_family(changes: dict[tuple[str, str, str], int]) -> Metric:
-    """Tool definitions found changed since they were approved (`gateway.pinning`), counted where recorded."""
+def pin_change_family(changes: dict[tuple[str, str, str, str], int]) -> Metric:
+    """Tool definitions found changed since they were approved, or added to a pinned backend (`gateway.pinning`),
+    counted where recorded."""
     family = CounterMetricFamily(
         "toolplex_tool_definition_changes",
-        "Upstream tool definitions found changed since approved, by backend, tool and pinning mode",
-        labels=["backend", "tool", "mode"],
+        "Upstream tool definitions found changed since approved (kind changed) or added to a backend whose tools "
+        "are pinned (kind added), by backend, tool, pinning mode and kind",
+        labels=["backend", "tool", "mode", "kind"],
     )
-    for (backend, tool, mode), count in sorted(changes.items()):
-        family.add_metric([backend, tool, mode], count)
+    for (backend, tool, mode, kind), count in sorted(changes.items()):
+        family.add_metric([backend, tool, mode, kind], count)
     return family
 
 

@@ -50,9 +50,9 @@ class Quarantine:
     """Why a tool is held back (`gateway.pinning`): its definition changed since it was approved. Calls are
     refused with `message`; listings show it to admins only (`Principal.admin`)."""
 
-    pin: str  # the pin's id: <backend>/<flat name>@<version>
+    pin: str  # the pin's id: <backend>/<flat name>
     message: str
-    changed: tuple[str, ...] = ()  # the definition's fields that differ from the approved one
+    changed: tuple[str, ...] = ()  # the definition's fields that differ from the approved one; ("added",): none
     approved_hash: str | None = None
     current_hash: str | None = None
     rejected: bool = False  # an administrator rejected this very definition

@@ -11,6 +11,12 @@ counted; then, by the backend's mode:
   change, and listings show it to admins only, until an administrator approves it. A definition that changes
   back to the approved one is served again.
 
+A pin is the tool on its backend without its version (`pin_id`): the upstream chooses the version, so a new
+version of a known tool is a change against the approved definition, not a new pin trusted on first use. Only a
+backend's first discovery (no pin of it in the store or the pin file) is trusted on first use; once it has pins,
+a tool name it did not have before is a change too (kind "added": no approved definition, quarantined in enforce
+until approved).
+
 `approve` makes the pending definition the approved one; `reject` keeps the approved one and remembers the
 rejected hash: a tool serving it stays quarantined (enforce) and is not asked about again. A pin file
 (`pinning.file`) holds approved definitions committed with the configuration: a deployment starts from them,
@@ -20,10 +26,12 @@ Which tools: those of upstream backends (every kind whose settings are `Upstream
 an upstream protocol), whose definitions a third party controls. In-process Python and TypeScript tools ship with
 the gateway's own deployment and are not pinned unless their backend sets `pinning.mode` itself.
 
-In the store (namespace `pins`, bounded like every namespace; entries live `PIN_TTL_S`, renewed while the tool is
-discovered): `pins:approved:<pin>` the approved record, `pins:pending:<pin>` the change awaiting a decision,
-`pins:index:<backend>` the pins of a backend (what `PinAdmin.list` walks). A pin's id is
-`<backend>/<flat name>@<version>`, the tool as the gateway serves it. Nothing here knows a wire format.
+In the store (namespace `pins`, bounded in entries and bytes but never evicted: a write past its bounds is
+refused, see `gateway.state.KEPT`, and the tool it was for is not approved; entries live `PIN_TTL_S`, renewed
+while the tool is discovered): `pins:approved:<pin>` the approved record (its `versions` map the approved hash of
+each version served at once), `pins:pending:<pin>` the change awaiting a decision, `pins:index:<backend>` the pins
+of a backend (what `PinAdmin.list` walks, and what says the backend has a baseline). A pin's id is
+`<backend>/<flat name>`, the tool as the gateway serves it. Nothing here knows a wire format.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ NAMESPACE = "pins"
 PIN_TTL_S = 90 * 86400.0  # a pin whose tool is discovered no more goes after this; renewed while it is
 TOUCH_EVERY_S = 3600.0  # how often one process renews the approved record of a tool it keeps discovering
 MAX_REJECTED = 16  # rejected hashes remembered per pin
+MAX_VERSIONS = 16  # approved versions remembered per pin (a backend may serve several versions of a tool at once)
 MAX_DIFF_CHARS = 8192  # of a diff in a log line
 FILE_VERSION = 1
 FILE_HEADER = "# Approved tool definitions (toolplex pins approve --write-file); see docs/pinning.md\n"
@@ -110,8 +119,37 @@ def definition_hash(definition: Any) -> str:
 
 
 def pin_id(spec: ToolSpec) -> str:
-    """`<backend>/<flat name>@<version>`: the tool as the gateway serves it (after routing)."""
-    return f"{spec.backend}/{spec.flat_name}@{spec.version}"
+    """`<backend>/<flat name>`: the tool as the gateway serves it (after routing), without its version, which the
+    upstream chooses: a version bump must not make a changed definition a new pin trusted on first use."""
+    return f"{spec.backend}/{spec.flat_name}"
+
+
+def unversioned(name: str) -> str:
+    """A pin id or tool name without an `@<version>` (pin ids carried one before; old pin files and habits)."""
+    return name.partition("@")[0]
+
+
+def approved_hashes(approved: Any) -> set[str]:
+    """The hashes an approved record approves: its latest, and each version's."""
+    if not isinstance(approved, Mapping):
+        return set()
+    found = [approved.get("hash"), *(approved.get("versions") or {}).values()]
+    return {h for h in found if isinstance(h, str)}
+
+
+def describe_change(
+    base_hash: str | None,
+    base: Mapping[str, Any] | None,
+    new: Mapping[str, Any] | None,
+    *,
+    old_name: str,
+    new_name: str,
+) -> tuple[list[str], str]:
+    """(changed fields, unified diff) of a discovered definition against the approved one; a tool with no approved
+    definition at all was added: (["added"], its whole definition as added lines)."""
+    if base_hash is None:
+        return ["added"], diff_text({}, new, old_name=old_name, new_name=new_name)
+    return changed_fields(base, new), diff_text(base, new, old_name=old_name, new_name=new_name)
 
 
 def changed_fields(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[str]:
@@ -127,7 +165,7 @@ def diff_text(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, *, o
         missing = "approved" if old is None else "changed"
         return f"(the {missing} definition was not kept: only its hash is known)\n"
     lines = difflib.unified_diff(
-        _pretty(old).splitlines(keepends=True),
+        _pretty(old).splitlines(keepends=True) if old else [],
         _pretty(new).splitlines(keepends=True),
         fromfile=old_name,
         tofile=new_name,
@@ -170,7 +208,11 @@ def read_pin_file(path: Path) -> dict[str, FilePin]:
         raise ConfigError([f"pinning.file: {path} must be a mapping with a `pins` mapping (pin id -> hash)"])
     found: dict[str, FilePin] = {}
     problems = []
-    for pin, entry in pins.items():
+    for named, entry in pins.items():
+        pin = unversioned(str(named))
+        if pin in found:
+            problems.append(f"pinning.file: {path}: pin {pin!r} is named twice (a pin no longer has a version)")
+            continue
         if isinstance(entry, str):
             entry = {"hash": entry}
         if not isinstance(entry, dict) or not isinstance(entry.get("hash"), str):
@@ -180,7 +222,7 @@ def read_pin_file(path: Path) -> dict[str, FilePin]:
         if definition is not None and definition_hash(definition) != entry["hash"]:
             problems.append(f"pinning.file: {path}: pin {pin!r}: its definition does not hash to {entry['hash']}")
             continue
-        found[str(pin)] = FilePin(entry["hash"], definition if isinstance(definition, dict) else None)
+        found[pin] = FilePin(entry["hash"], definition if isinstance(definition, dict) else None)
     if problems:
         raise ConfigError(problems)
     return found
@@ -261,11 +303,11 @@ class PinBook:
 
     def __init__(self, store: StateStore) -> None:
         self.store = store
-        self.changes: dict[tuple[str, str, str], int] = {}  # (backend, tool, mode) -> changes recorded here
+        self.changes: dict[tuple[str, str, str, str], int] = {}  # (backend, tool, mode, kind) -> recorded here
         self._touched: dict[str, float] = {}  # pin -> when this process last renewed its approved record
 
-    def count(self, backend: str, tool: str, mode: str) -> None:
-        key = (backend, tool, mode)
+    def count(self, backend: str, tool: str, mode: str, kind: str = "changed") -> None:
+        key = (backend, tool, mode, kind)
         self.changes[key] = self.changes.get(key, 0) + 1
 
     async def touch(self, pin: str) -> None:
@@ -293,13 +335,46 @@ class Pinning:
         if mode == "off" or not specs:
             return specs
         cap = self.policy.max_tools_per_backend
-        checked = await asyncio.gather(*(self._check(mode, spec) for spec in specs[:cap]))
+        pinned = specs[:cap]
         over = [self._over_cap(mode, spec, cap) for spec in specs[cap:]]
+        groups: dict[str, list[int]] = {}  # pin -> its tools (several versions of one tool share a pin)
+        for index, spec in enumerate(pinned):
+            groups.setdefault(pin_id(spec), []).append(index)
+        store = self.book.store
         try:
-            await self._index(settings.name, [pin_id(spec) for spec in specs[:cap]])
+            known, *records = await asyncio.gather(
+                store.get(_key("index", settings.name)),
+                *(self._records(pin) for pin in groups),
+            )
+        except GatewayError as exc:
+            return [*(self._unchecked(mode, spec, pin_id(spec), exc) for spec in pinned), *over]
+        known = [p for p in known if isinstance(p, str)] if isinstance(known, list) else []
+        # Once a backend has pins (its index, the pin file's, an approved record), a tool without one is a change.
+        baseline = (
+            bool(known)
+            or any(p.partition("/")[0] == settings.name for p in self.policy.file_pins)
+            or any(isinstance(approved, dict) for approved, _ in records)
+        )
+        decided = await asyncio.gather(
+            *(
+                self._check(mode, pin, [pinned[i] for i in indexes], record, baseline)
+                for (pin, indexes), record in zip(groups.items(), records, strict=True)
+            )
+        )
+        served = list(pinned)
+        for indexes, group in zip(groups.values(), decided, strict=True):
+            for index, spec in zip(indexes, group, strict=True):
+                served[index] = spec
+        try:
+            await self._index(settings.name, list(groups), known)
         except GatewayError as exc:
             log.warning("pin_index_not_written", backend=settings.name, error=exc.failure.message)
-        return [*checked, *over]
+        return [*served, *over]
+
+    async def _records(self, pin: str) -> tuple[Any, Any]:
+        store = self.book.store
+        approved, pending = await asyncio.gather(store.get(_key("approved", pin)), store.get(_key("pending", pin)))
+        return approved, pending
 
     def _over_cap(self, mode: str, spec: ToolSpec, cap: int) -> ToolSpec:
         log.warning("tool_not_pinned", backend=spec.backend, tool=spec.flat_name, reason=f"over {cap} tools")
@@ -316,10 +391,8 @@ class Pinning:
             ),
         )
 
-    async def _index(self, backend: str, pins: list[str]) -> None:
+    async def _index(self, backend: str, pins: list[str], known: list[str]) -> None:
         key = _key("index", backend)
-        known = await self.book.store.get(key)
-        known = [p for p in known if isinstance(p, str)] if isinstance(known, list) else []
         if set(pins) <= set(known):
             if pins:
                 await self.book.store.touch(key, PIN_TTL_S)
@@ -328,64 +401,78 @@ class Pinning:
         merged = list(dict.fromkeys([*pins, *known]))[: self.policy.max_tools_per_backend * 2]
         await self.book.store.set(key, merged, PIN_TTL_S)
 
-    async def _check(self, mode: str, spec: ToolSpec) -> ToolSpec:
-        pin = pin_id(spec)
+    async def _check(
+        self, mode: str, pin: str, specs: list[ToolSpec], record: tuple[Any, Any], baseline: bool
+    ) -> list[ToolSpec]:
         try:
-            return await self._decide(mode, spec, pin)
-        except GatewayError as exc:  # the store did not answer, or refused: never serve unchecked in enforce
-            log.warning("pin_not_checked", pin=pin, mode=mode, error=exc.failure.message)
-            if mode != "enforce":
-                return spec
-            return _quarantined(
-                spec,
-                Quarantine(
-                    pin=pin,
-                    message=(
-                        f"Tool '{spec.flat_name}' is quarantined: its definition could not be checked against its "
-                        f"pin ({exc.failure.message}); it is served again once the check succeeds"
-                    ),
-                ),
-            )
+            return await self._decide(mode, pin, specs, *record, baseline=baseline)
+        except GatewayError as exc:  # the store did not answer, or refused (full): never serve unchecked in enforce
+            return [self._unchecked(mode, spec, pin, exc) for spec in specs]
 
-    async def _decide(self, mode: str, spec: ToolSpec, pin: str) -> ToolSpec:
+    def _unchecked(self, mode: str, spec: ToolSpec, pin: str, exc: GatewayError) -> ToolSpec:
+        log.warning("pin_not_checked", pin=pin, mode=mode, error=exc.failure.message)
+        if mode != "enforce":
+            return spec
+        return _quarantined(
+            spec,
+            Quarantine(
+                pin=pin,
+                message=(
+                    f"Tool '{spec.flat_name}' is quarantined: its definition could not be checked against its "
+                    f"pin ({exc.failure.message}); it is served again once the check succeeds"
+                ),
+            ),
+        )
+
+    async def _decide(
+        self, mode: str, pin: str, specs: list[ToolSpec], approved: Any, pending: Any, *, baseline: bool
+    ) -> list[ToolSpec]:
         store = self.book.store
-        definition = definition_of(spec)
-        current = definition_hash(definition)
-        approved, pending = await asyncio.gather(store.get(_key("approved", pin)), store.get(_key("pending", pin)))
+        seen = [(spec, definition_of(spec)) for spec in specs]
+        hashes = [definition_hash(definition) for _, definition in seen]
         file_pin = self.policy.file_pins.get(pin)
-        if not isinstance(approved, dict) and file_pin is None:  # first sight: trust on first use
+        if not isinstance(approved, dict) and file_pin is None and not baseline:  # a new backend: trust on first use
             record = {
-                "hash": current,
-                "definition": self._kept(definition),
+                "hash": hashes[-1],
+                "definition": self._kept(seen[-1][1]),
                 "source": "first-seen",
                 "approved_at": _now(),
                 "by": None,
                 "rejected": [],
+                "versions": {spec.version: h for (spec, _), h in zip(seen, hashes, strict=True)},
             }
             if await store.add(_key("approved", pin), record, PIN_TTL_S):
-                log.info("tool_pinned", pin=pin, hash=current)
-                return spec
+                log.info("tool_pinned", pin=pin, hash=hashes[-1])
+                return specs
             approved = await store.get(_key("approved", pin))  # another replica recorded it first
         approved = approved if isinstance(approved, dict) else None
-        hashes = {h for h in ((approved or {}).get("hash"), file_pin.hash if file_pin else None) if h}
-        if current in hashes:
+        known = approved_hashes(approved) | ({file_pin.hash} if file_pin else set())
+        unapproved = [i for i, h in enumerate(hashes) if h not in known]
+        if not unapproved:
             if approved is not None:
                 await self.book.touch(pin)
             if pending is not None:
                 await store.delete(_key("pending", pin))  # it changed back (or was approved elsewhere)
-            return spec
-        # A change: against the store's approved definition, else the file's.
+            return specs
+        # A change: against the store's approved definition, else the file's; none at all: the tool was added.
         base_hash, base = (
-            (approved["hash"], approved.get("definition"))
-            if approved is not None
+            (approved.get("hash"), approved.get("definition"))
+            if approved is not None and approved.get("hash")
             else (file_pin.hash if file_pin else None, file_pin.definition if file_pin else None)
         )
-        changed = changed_fields(base, definition)
-        rejected = current in ((approved or {}).get("rejected") or [])
-        if not rejected and (not isinstance(pending, dict) or pending.get("hash") != current):
+        kind = "changed" if base_hash else "added"
+        rejected = set((approved or {}).get("rejected") or [])
+        pending_hash = pending.get("hash") if isinstance(pending, dict) else None
+        asked = next((i for i in unapproved if hashes[i] == pending_hash), unapproved[0])  # one pending per pin
+        spec, definition = seen[asked]
+        current = hashes[asked]
+        changed, diff = describe_change(base_hash, base, definition, old_name="approved", new_name="discovered")
+        if current not in rejected and pending_hash != current:
             record = {
                 "hash": current,
                 "definition": self._kept(definition),
+                "version": spec.version,
+                "kind": kind,
                 "first_seen": _now(),
                 "changed": changed,
                 "approved_hash": base_hash,
@@ -398,25 +485,57 @@ class Pinning:
         else:
             recorded = False
         if recorded:
-            self.book.count(spec.backend, spec.flat_name, mode)
+            self.book.count(spec.backend, spec.flat_name, mode, kind)
             log.warning(
                 "tool_definition_changed",
                 pin=pin,
                 backend=spec.backend,
                 tool=spec.flat_name,
+                version=spec.version,
                 mode=mode,
+                kind=kind,
                 changed=changed,
                 approved_hash=base_hash,
                 current_hash=current,
                 action="quarantined" if mode == "enforce" else "served",
-                diff=diff_text(base, definition, old_name="approved", new_name="discovered")[:MAX_DIFF_CHARS],
+                diff=diff[:MAX_DIFF_CHARS],
             )
         if mode != "enforce":
-            return spec
+            return specs
+        held = set(unapproved)
+        return [
+            _quarantined(spec, self._quarantine(pin, spec, definition, h, base_hash, base, h in rejected))
+            if i in held
+            else spec
+            for i, ((spec, definition), h) in enumerate(zip(seen, hashes, strict=True))
+        ]
+
+    def _quarantine(
+        self,
+        pin: str,
+        spec: ToolSpec,
+        definition: dict[str, Any],
+        current: str,
+        base_hash: str | None,
+        base: Mapping[str, Any] | None,
+        rejected: bool,
+    ) -> Quarantine:
+        changed = ["added"] if base_hash is None else changed_fields(base, definition)
+        what = (
+            "added after the backend's tools were pinned"
+            if base_hash is None
+            else f"{', '.join(changed)} changed since it was approved"
+        )
         if rejected:
             message = (
                 f"Tool '{spec.flat_name}' is quarantined: backend '{spec.backend}' serves a definition an "
-                f"administrator rejected ({', '.join(changed)} changed since it was approved)"
+                f"administrator rejected ({what})"
+            )
+        elif base_hash is None:
+            message = (
+                f"Tool '{spec.flat_name}' is quarantined: backend '{spec.backend}' added it after its tools were "
+                f"pinned and it was never approved; calls are refused until an administrator approves it "
+                f"(toolplex pins approve {pin})"
             )
         else:
             message = (
@@ -424,16 +543,13 @@ class Pinning:
                 f"since it was approved ({', '.join(changed)}); calls are refused until an administrator approves "
                 f"the change (toolplex pins approve {pin})"
             )
-        return _quarantined(
-            spec,
-            Quarantine(
-                pin=pin,
-                message=message,
-                changed=tuple(changed),
-                approved_hash=base_hash,
-                current_hash=current,
-                rejected=rejected,
-            ),
+        return Quarantine(
+            pin=pin,
+            message=message,
+            changed=tuple(changed),
+            approved_hash=base_hash,
+            current_hash=current,
+            rejected=rejected,
         )
 
     def _kept(self, definition: dict[str, Any]) -> dict[str, Any] | None:
@@ -461,7 +577,9 @@ class PinView:
     pin: str
     backend: str
     mode: str
-    status: str  # approved: nothing pending; changed: a change awaits a decision; unrecorded: only in the file
+    # approved: nothing pending; changed: a change (or an added tool) awaits a decision; rejected: an added tool
+    # whose definition was rejected, nothing approved; unrecorded: only in the file
+    status: str
     approved: dict[str, Any] | None
     pending: dict[str, Any] | None
     rejected: tuple[str, ...] = ()
@@ -542,7 +660,12 @@ class PinAdmin:
         shown = _summary(approved, "source", "approved_at", "by")
         if shown is None and file_pin is not None:
             shown = {"hash": file_pin.hash, "source": "file", "approved_at": None, "by": None}
-        status = "changed" if isinstance(pending, dict) else "approved" if isinstance(approved, dict) else "unrecorded"
+        if isinstance(pending, dict):
+            status = "changed"
+        elif isinstance(approved, dict):
+            status = "approved" if approved.get("hash") else "rejected"
+        else:
+            status = "unrecorded"
         quarantined = None
         if self.catalog is not None:
             quarantined = any(s.quarantine.pin == pin for s in self.catalog().quarantined() if s.quarantine)
@@ -552,15 +675,17 @@ class PinAdmin:
             mode=mode,
             status=status,
             approved=shown,
-            pending=_summary(pending, "first_seen", "changed"),
+            pending=_summary(pending, "first_seen", "changed", "kind", "version"),
             rejected=tuple((approved or {}).get("rejected") or ()) if isinstance(approved, dict) else (),
             in_file=file_pin is not None,
             quarantined=quarantined,
         )
 
     async def resolve(self, name: str) -> str:
-        """A pin id from an id, `<backend>/<tool>`, `<tool>@<version>` or a flat tool name (unique among pins)."""
+        """A pin id from an id, `<backend>/<tool>`, `Toolkit.Tool` or a flat tool name (unique among pins); an
+        `@<version>` is ignored (a pin holds every version of its tool)."""
         pins = await self.pins()
+        name = unversioned(name)
         if name in pins:
             return name
         matches = [p for p in pins if _matches(p, name)]
@@ -580,12 +705,15 @@ class PinAdmin:
             raise PinError(f"pin {pin!r} has no pending change")
         base_hash, base = self._base(pin, approved)
         new = pending.get("definition")
+        changed, diff = describe_change(
+            base_hash, base, new, old_name=f"{pin} (approved)", new_name=f"{pin} (discovered)"
+        )
         return {
             "pin": pin,
             "approved_hash": base_hash,
             "pending_hash": pending.get("hash"),
-            "changed": changed_fields(base, new),
-            "diff": diff_text(base, new, old_name=f"{pin} (approved)", new_name=f"{pin} (discovered)"),
+            "changed": changed,
+            "diff": diff,
         }
 
     async def definitions(self, pin: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -598,7 +726,7 @@ class PinAdmin:
         return self._base(pin, approved)[1], new if isinstance(new, dict) else None
 
     def _base(self, pin: str, approved: Any) -> tuple[str | None, dict[str, Any] | None]:
-        if isinstance(approved, dict):
+        if isinstance(approved, dict) and approved.get("hash"):
             return approved.get("hash"), approved.get("definition")
         file_pin = self.policy.file_pins.get(pin)
         return (file_pin.hash, file_pin.definition) if file_pin is not None else (None, None)
@@ -614,19 +742,24 @@ class PinAdmin:
             self.store.get(_key("approved", pin)), self.store.get(_key("pending", pin))
         )
         if isinstance(pending, dict):
-            rejected = [h for h in ((approved or {}).get("rejected") or []) if h != pending.get("hash")]
+            old = approved if isinstance(approved, dict) else {}
+            rejected = [h for h in (old.get("rejected") or []) if h != pending.get("hash")]
+            versions = {v: h for v, h in (old.get("versions") or {}).items() if v != pending.get("version")}
+            if pending.get("version") is not None:  # every version served at once stays approved
+                versions[pending["version"]] = pending["hash"]
             approved = {
                 "hash": pending["hash"],
                 "definition": pending.get("definition"),
                 "source": "approved",
                 "approved_at": _now(),
                 "by": by,
-                "rejected": rejected if isinstance(approved, dict) else [],
+                "rejected": rejected,
+                "versions": dict(list(versions.items())[-MAX_VERSIONS:]),
             }
             await self.store.set(_key("approved", pin), approved, PIN_TTL_S)
             await self.store.delete(_key("pending", pin))
             log.warning("tool_definition_approved", pin=pin, hash=approved["hash"], by=by)
-        elif not isinstance(approved, dict) and pin not in self.policy.file_pins:
+        elif not approved_hashes(approved) and pin not in self.policy.file_pins:
             raise PinError(f"pin {pin!r} has nothing to approve")
         if write_file:
             self._write_file(pin, approved)
@@ -642,9 +775,10 @@ class PinAdmin:
         )
         if not isinstance(pending, dict):
             raise PinError(f"pin {pin!r} has no pending change to reject")
-        if not isinstance(approved, dict):  # approved by the pin file alone: the store keeps the rejection
+        if not isinstance(approved, dict):  # approved by the pin file alone, or an added tool: the store keeps it
             base_hash, base = self._base(pin, None)
-            approved = {"hash": base_hash, "definition": base, "source": "file", "approved_at": None, "by": None}
+            source = "file" if base_hash else "rejected"
+            approved = {"hash": base_hash, "definition": base, "source": source, "approved_at": None, "by": None}
         approved["rejected"] = [*(approved.get("rejected") or []), pending["hash"]][-MAX_REJECTED:]
         await self.store.set(_key("approved", pin), approved, PIN_TTL_S)
         await self.store.delete(_key("pending", pin))
@@ -671,7 +805,5 @@ class PinAdmin:
 
 
 def _matches(pin: str, name: str) -> bool:
-    backend, _, rest = pin.partition("/")
-    tool, _, version = rest.rpartition("@")
-    qualified = tool.replace("_", ".", 1)
-    return name in (rest, tool, f"{backend}/{tool}", qualified, f"{qualified}@{version}")
+    _, _, tool = pin.partition("/")
+    return name in (tool, tool.replace("_", ".", 1))

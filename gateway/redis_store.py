@@ -9,7 +9,8 @@ Each namespace keeps an index (a sorted set of its keys by expiry), a hash of
 each entry's size and a hash of bytes per owner's space; each owner's space has
 an index of its own. A write past a bound drops the entries closest to
 expiring, which, since use extends an entry's life, are the least recently used
-ones (an owner's own, or the unowned namespace's). Writes, bounds and token
+ones (an owner's own, or the unowned namespace's); a kept namespace (`gateway.state.KEPT`: pins) evicts
+nothing and refuses a new entry at its bounds instead. Writes, bounds and token
 buckets are Lua scripts, so each is one atomic round trip whatever the number of
 replicas. (The scripts reach an owner's index by name: one Redis server or a
 primary, not a cluster.)
@@ -33,7 +34,7 @@ from redis.exceptions import RedisError
 
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.ownership import WHOLE, Shares, StoreFull, owner_of_space, space_of, too_large
-from gateway.state import DEFAULT_MAX_BYTES, bucket_ttl
+from gateway.state import DEFAULT_MAX_BYTES, KEPT, KeptFull, bucket_ttl
 
 log = structlog.get_logger("toolplex.state")
 
@@ -77,8 +78,9 @@ for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 
 
 # KEYS: entry, namespace index, sizes, bytes, the owner's space index (= the namespace index when unowned).
 # ARGV: prefix, value, ttl ms, size, only-if-absent (1/0), namespace cap (entries), namespace cap (bytes),
-# space cap (entries), space cap (bytes). Returns 1 if written, 0 if present (add), -1 when the namespace is full
-# of other owners' entries, -2 when the value alone is over the space's bytes.
+# space cap (entries), space cap (bytes), kept (1/0: never evict). Returns 1 if written, 0 if present (add), -1 when
+# the namespace is full of other owners' entries, -2 when the value alone is over the space's bytes, -3 when a kept
+# namespace is at its bounds.
 _WRITE = (
     _COMMON
     + """
@@ -96,6 +98,7 @@ local grows, extra = 1, size
 if old >= 0 then grows, extra = 0, size - old end
 local function ns_count() return redis.call('ZCARD', KEYS[2]) end
 local function bytes_of(name) return tonumber(redis.call('HGET', KEYS[4], name) or '0') end
+if ARGV[10] == '1' and (ns_count() + grows > ns_cap or bytes_of('') + extra > ns_bytes_cap) then return -3 end
 if owned then
   local others = redis.call('ZCARD', KEYS[5]) - (old >= 0 and 1 or 0)
   local others_bytes = bytes_of(space) - (old >= 0 and old or 0)
@@ -201,8 +204,10 @@ class RedisStore:
         client: redis.Redis | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
         shares: Shares | None = None,
+        kept: frozenset[str] = KEPT,
     ) -> None:
         self.url = url
+        self.kept = kept
         self.prefix = prefix
         self._max = max_entries
         self.max_bytes = max_bytes
@@ -267,6 +272,7 @@ class RedisStore:
             self.max_bytes,
             space_cap,
             space_bytes,
+            1 if namespace in self.kept else 0,
         ]
         try:
             written = int(await self._write(keys=self._keys(key), args=args))
@@ -274,6 +280,8 @@ class RedisStore:
             raise unreachable(exc) from None
         if written == -1:
             raise StoreFull(f"entries of kind {namespace!r} in the state store", cap)
+        if written == -3:
+            raise KeptFull(namespace, cap, self.max_bytes)
         if written == -2:
             raise too_large(f"state entries ({namespace})", len(encoded), space_bytes)
         return written == 1

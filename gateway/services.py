@@ -313,8 +313,8 @@ class FrontServices:
         return dict(self._gateway.reloads)
 
     @property
-    def pin_changes(self) -> Mapping[tuple[str, str, str], int]:
-        """Tool definitions this process found changed, by (backend, tool, mode) (`gateway.pinning`)."""
+    def pin_changes(self) -> Mapping[tuple[str, str, str, str], int]:
+        """Tool definitions this process found changed, by (backend, tool, mode, kind) (`gateway.pinning`)."""
         return dict(self._gateway.pin_book.changes)
 
     @property

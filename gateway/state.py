@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway.ownership import WHOLE, Shares, StoreFull, owner_of_space, space_of, too_large
+from gateway.errors import ErrorKind, Failure
+from gateway.ownership import FULL_RETRY_MS, WHOLE, Shares, StoreFull, owner_of_space, space_of, too_large
 
 
 class StateStore(Protocol):
@@ -65,6 +66,27 @@ def namespace_of(key: str) -> str:
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # `state.max_bytes`'s default (the settings model holds it too)
 
+# Namespaces whose entries no other write may push out: approved tool definitions (`gateway.pinning`), which an
+# upstream that lists many tools must not be able to evict. A write past their bounds is refused (`KeptFull`).
+KEPT = frozenset({"pins"})
+
+
+class KeptFull(StoreFull):
+    """A new entry of a kept namespace refused at its bounds: nothing in it is evicted for the new one."""
+
+    def __init__(self, namespace: str, cap: int, max_bytes: int) -> None:
+        super().__init__(f"entries of kind {namespace!r} in the state store", cap)
+        self.failure = Failure(
+            kind=ErrorKind.RATE_LIMITED,
+            message=(
+                f"The state store's {namespace!r} entries are at their bounds ({cap} entries, {max_bytes} bytes): "
+                "a new one is refused rather than evicting an old one (raise state.max_entries or state.max_bytes)"
+            ),
+            can_retry=True,
+            retry_after_ms=FULL_RETRY_MS,
+        )
+        self.args = (self.failure.message,)
+
 
 def size_of(value: Any) -> int:
     """What an entry weighs against the byte bounds: its JSON, as a shared store (Redis) holds it."""
@@ -90,7 +112,8 @@ class MemoryStore:
     to their principal (`gateway.ownership`): each owner may fill its share of the namespace's bounds,
     beyond which its own least recently written entries go; a namespace full of other owners' entries
     refuses a new one (`StoreFull`) rather than evict theirs. A namespace of unowned keys (rate
-    buckets, replica leases) drops its least recently written entries beyond its bounds.
+    buckets, replica leases) drops its least recently written entries beyond its bounds, except a `kept`
+    namespace (pins), which refuses a new entry at its bounds (`KeptFull`) and evicts nothing.
     """
 
     def __init__(
@@ -100,7 +123,9 @@ class MemoryStore:
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         shares: Shares | None = None,
+        kept: frozenset[str] = KEPT,
     ) -> None:
+        self.kept = kept
         self._spaces: dict[str, _Space] = {}  # a namespace, or "<namespace>:~<owner>"
         self._in: dict[str, set[str]] = {}  # namespace -> its spaces
         self._count: dict[str, int] = {}  # namespace -> entries in all its spaces
@@ -194,6 +219,16 @@ class MemoryStore:
         assert space is not None
         old = space.entries.get(key)
         grows, extra = (1, size) if old is None else (0, size - old[2])
+        if namespace in self.kept and self._full(namespace, grows, extra):
+            self._sweep_all(namespace)  # what expired goes; nothing live does
+            space = self._spaces.get(name) or self._space(key, create=True)[2]
+            assert space is not None
+            old = space.entries.get(key)
+            grows, extra = (1, size) if old is None else (0, size - old[2])
+            if self._full(namespace, grows, extra):
+                if not space.entries:
+                    self._drop_space(namespace, name)
+                raise KeptFull(namespace, cap, max_bytes)
         if owned and self._full(namespace, grows, extra):
             self._sweep_all(namespace)
             space = self._spaces.get(name) or self._space(key, create=True)[2]

@@ -27,7 +27,7 @@ from gateway.console.traffic import read_failures, read_traffic
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import json_response, parse_json, read_body
 from gateway.model import Call, CallContext, Principal, ToolSpec, principal_name
-from gateway.pinning import PinError, changed_fields, diff_text
+from gateway.pinning import PinError, describe_change, pin_id
 from gateway.services import FrontServices
 
 STATIC = Path(__file__).parent / "static"
@@ -214,9 +214,8 @@ def routes(services: FrontServices, settings: ConsoleFrontSettings) -> list[Base
         return json_response(body)
 
     async def pin_of(spec: ToolSpec) -> dict[str, Any] | None:
-        pin = f"{spec.backend}/{spec.flat_name}@{spec.version}"
         try:
-            return await pin_detail(pin)
+            return await pin_detail(pin_id(spec))
         except PinError:
             return None
 
@@ -226,11 +225,16 @@ def routes(services: FrontServices, settings: ConsoleFrontSettings) -> list[Base
         approved, pending = await pins.definitions(pin)
         view["approved_definition"] = approved
         view["pending_definition"] = pending
-        view["changed"] = changed_fields(approved, pending) if pending is not None else []
-        view["diff"] = (
-            diff_text(approved, pending, old_name=f"{pin} (approved)", new_name=f"{pin} (discovered)")
+        view["changed"], view["diff"] = (
+            describe_change(
+                (view["approved"] or {}).get("hash"),
+                approved,
+                pending,
+                old_name=f"{pin} (approved)",
+                new_name=f"{pin} (discovered)",
+            )
             if pending is not None
-            else ""
+            else ([], "")
         )
         return view
 

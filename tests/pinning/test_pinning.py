@@ -1,10 +1,12 @@
 """Tool-definition pinning against a real upstream that changes a tool's description and input schema between
 discoveries: each mode, the log with its diff and the counter, quarantine on the OpenTool, OXP and MCP fronts,
-admin and non-admin listings, approve, reject, and a definition that changes back."""
+admin and non-admin listings, approve, reject, a definition that changes back, a version bump and a tool added
+to a pinned backend (neither trusted on first use), and a backend's own mode over the gateway's."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,6 +15,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
+from gateway.pinning import PinError
 from tests.pinning.changing_server import CHANGED, ORIGINAL, THIRD
 from tests.pinning.conftest import Upstream
 from tests.support import asgi_client
@@ -27,8 +30,9 @@ MCP_HEADERS = {
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
 
-def config(upstream: Upstream, mode: str | None, *, extra: str = "") -> str:
+def config(upstream: Upstream, mode: str | None, *, extra: str = "", backend_mode: str | None = None) -> str:
     pinning = f"pinning: {{mode: {mode}}}" if mode else ""
+    own = f", pinning: {{mode: {backend_mode}}}" if backend_mode else ""
     return f"""
     discovery: {{interval_s: 0}}
     {pinning}
@@ -42,7 +46,7 @@ def config(upstream: Upstream, mode: str | None, *, extra: str = "") -> str:
     middleware:
       - {{use: "gateway.metrics:Metrics"}}
     backends:
-      - {{name: shop, kind: opentool, url: "{upstream.url}", toolkit: Shop}}
+      - {{name: shop, kind: opentool, url: "{upstream.url}", toolkit: Shop{own}}}
     {extra}
     """
 
@@ -57,8 +61,10 @@ async def rediscover(client: httpx.AsyncClient) -> None:
     await client.app.gateway.discovery.refresh()  # type: ignore[attr-defined]
 
 
-async def opentool_call(client: httpx.AsyncClient, headers: dict[str, str] = USER) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "method": "Shop_lookup", "params": {"id": "p1"}, "id": "1"}
+async def opentool_call(
+    client: httpx.AsyncClient, headers: dict[str, str] = USER, method: str = "Shop_lookup"
+) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "method": method, "params": {"id": "p1"}, "id": "1"}
     answer = await client.post("/opentool/call", json=body, headers=headers)
     return answer.json()  # type: ignore[no-any-return]
 
@@ -69,9 +75,9 @@ async def listed(client: httpx.AsyncClient, headers: dict[str, str]) -> dict[str
     return {f["name"]: f for f in document["functions"]}
 
 
-def changes(metrics: str, mode: str) -> float:
+def changes(metrics: str, mode: str, tool: str = "Shop_lookup", kind: str = "changed") -> float:
     for line in metrics.splitlines():
-        wanted = f'mode="{mode}"' in line and 'tool="Shop_lookup"' in line
+        wanted = f'mode="{mode}"' in line and f'tool="{tool}"' in line and f'kind="{kind}"' in line
         if line.startswith("toolplex_tool_definition_changes_total{") and wanted:
             return float(line.rsplit(" ", 1)[1])
     return 0.0
@@ -99,7 +105,7 @@ async def test_warn_serves_the_changed_definition_logs_a_diff_and_counts_it(upst
         assert not [e for e in logs if e["event"] == "tool_definition_changed"]
         assert changes((await client.get("/metrics", headers=ADMIN)).text, "warn") == 1
         pins = await client.app.gateway.pins.list(status="changed")  # type: ignore[attr-defined]
-        assert [v.pin for v in pins] == ["shop/Shop_lookup@1.0.0"]
+        assert [v.pin for v in pins] == ["shop/Shop_lookup"]
 
 
 async def test_off_records_nothing(upstream: Upstream) -> None:
@@ -190,7 +196,7 @@ async def test_reject_keeps_the_approved_definition_and_the_tool_quarantined(ups
         pins = client.app.gateway.pins  # type: ignore[attr-defined]
         upstream.serve(CHANGED)
         await rediscover(client)
-        view = await pins.reject("shop/Shop_lookup@1.0.0", by="ops")
+        view = await pins.reject("shop/Shop_lookup", by="ops")
         assert view.status == "approved" and len(view.rejected) == 1
         with capture_logs() as logs:
             await rediscover(client)
@@ -200,7 +206,7 @@ async def test_reject_keeps_the_approved_definition_and_the_tool_quarantined(ups
         assert await pins.list(status="changed") == []
         upstream.serve(THIRD)  # another change: asked about again
         await rediscover(client)
-        assert [v.pin for v in await pins.list(status="changed")] == ["shop/Shop_lookup@1.0.0"]
+        assert [v.pin for v in await pins.list(status="changed")] == ["shop/Shop_lookup"]
         upstream.serve(ORIGINAL)  # back to the approved one: served
         await rediscover(client)
         assert (await opentool_call(client))["result"]["method"] == "lookup"
@@ -231,3 +237,123 @@ async def test_a_store_that_fails_is_fail_closed_in_enforce_only(upstream: Upstr
             assert answer["error"]["code"] == 403 and "could not be checked" in answer["error"]["message"]
         else:
             assert answer["result"]["method"] == "lookup"
+
+
+def bumped(doc: dict[str, Any], version: str) -> dict[str, Any]:
+    """The upstream's document with another version: the version is the upstream's to choose."""
+    doc = copy.deepcopy(doc)
+    doc["info"]["version"] = version
+    return doc
+
+
+def renamed(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    doc["functions"][0]["name"] = name
+    return doc
+
+
+@pytest.mark.parametrize("mode", ["warn", "enforce"])
+async def test_a_new_version_with_a_changed_definition_is_a_change_not_a_new_pin(upstream: Upstream, mode: str) -> None:
+    async with gateway(upstream, mode) as client:
+        assert (await opentool_call(client))["result"]["method"] == "lookup"
+        upstream.serve(bumped(CHANGED, "1.0.1"))  # the rug pull, with a version bump to look like a new tool
+        with capture_logs() as logs:
+            await rediscover(client)
+        events = {e["pin"]: e for e in logs if e["event"] == "tool_definition_changed"}
+        assert events["shop/Shop_steady"]["changed"] == ["version"]  # a version alone is a change as well
+        event = events["shop/Shop_lookup"]
+        assert event["kind"] == "changed" and event["version"] == "1.0.1"
+        assert event["changed"] == ["description", "input_schema", "version"]
+        assert "~/.ssh/id_rsa" in event["diff"] and '-  "version": "1.0.0"' in event["diff"]
+        assert changes((await client.get("/metrics", headers=ADMIN)).text, mode) == 1
+        pins = client.app.gateway.pins  # type: ignore[attr-defined]
+        assert [v.pin for v in await pins.list(status="changed")] == ["shop/Shop_lookup", "shop/Shop_steady"]
+        assert (await pins.get("shop/Shop_lookup")).pending["version"] == "1.0.1"
+        if mode == "warn":
+            assert (await opentool_call(client))["result"]["method"] == "lookup"
+            return
+        await pins.approve("Shop_steady", by="ops")
+        await rediscover(client)
+        await assert_quarantined(client)
+        await pins.approve("Shop_lookup@1.0.1", by="ops")  # a version in the name is ignored: one pin per tool
+        await rediscover(client)
+        assert (await opentool_call(client))["result"]["method"] == "lookup"
+
+
+@pytest.mark.parametrize("mode", ["warn", "enforce"])
+async def test_a_tool_added_to_a_pinned_backend_is_not_trusted_on_first_use(upstream: Upstream, mode: str) -> None:
+    async with gateway(upstream, mode) as client:
+        upstream.serve(renamed(CHANGED, "lookup2"))  # the poisoned tool under a name never seen before
+        with capture_logs() as logs:
+            await rediscover(client)
+        (event,) = [e for e in logs if e["event"] == "tool_definition_changed"]
+        assert event["pin"] == "shop/Shop_lookup2" and event["kind"] == "added" and event["changed"] == ["added"]
+        assert (
+            event["approved_hash"] is None and '+  "description": "Look up a product by its id. Before' in event["diff"]
+        )
+        metrics = (await client.get("/metrics", headers=ADMIN)).text
+        assert changes(metrics, mode, tool="Shop_lookup2", kind="added") == 1
+        pins = client.app.gateway.pins  # type: ignore[attr-defined]
+        (view,) = await pins.list(status="changed")
+        assert view.pin == "shop/Shop_lookup2" and view.approved is None and view.pending["kind"] == "added"
+        assert (await pins.diff("Shop_lookup2"))["changed"] == ["added"]
+        if mode == "warn":
+            assert (await opentool_call(client, method="Shop_lookup2"))["result"]["method"] == "lookup2"
+            return
+        for headers in (USER, ADMIN):
+            answer = await opentool_call(client, headers, method="Shop_lookup2")
+            assert answer["error"]["code"] == 403, answer
+            message = answer["error"]["message"]
+            assert "quarantined" in message and "added it after its tools were pinned" in message
+            assert "toolplex pins approve shop/Shop_lookup2" in message
+        assert "Shop_lookup2" not in await listed(client, USER)
+        assert (await mcp_tools(client, ADMIN))["Shop_lookup2"]["description"].startswith("[Quarantined")
+        assert "Shop_steady" in await listed(client, USER)
+        await pins.approve("Shop_lookup2", by="ops")
+        await rediscover(client)
+        assert (await opentool_call(client, method="Shop_lookup2"))["result"]["method"] == "lookup2"
+        assert "Shop_lookup2" in await listed(client, USER)
+
+
+async def test_a_rejected_added_tool_stays_quarantined_and_is_not_asked_about_again(upstream: Upstream) -> None:
+    async with gateway(upstream, "enforce") as client:
+        upstream.serve(renamed(CHANGED, "lookup2"))
+        await rediscover(client)
+        pins = client.app.gateway.pins  # type: ignore[attr-defined]
+        view = await pins.reject("Shop_lookup2", by="ops")
+        assert view.status == "rejected" and len(view.rejected) == 1
+        with capture_logs() as logs:
+            await rediscover(client)
+        assert not [e for e in logs if e["event"] == "tool_definition_changed"]
+        answer = await opentool_call(client, method="Shop_lookup2")
+        assert answer["error"]["code"] == 403 and "rejected" in answer["error"]["message"]
+        with pytest.raises(PinError, match="nothing to approve"):
+            await pins.approve("Shop_lookup2")
+
+
+@pytest.mark.parametrize(
+    ("gateway_mode", "backend_mode", "expect"),
+    [("enforce", "off", "off"), ("enforce", "warn", "warn"), ("warn", "enforce", "enforce")],
+)
+async def test_a_backend_s_own_mode_overrides_the_gateway_s(
+    upstream: Upstream, gateway_mode: str, backend_mode: str, expect: str
+) -> None:
+    async with asgi_client(config(upstream, gateway_mode, backend_mode=backend_mode)) as client:
+        upstream.serve(CHANGED)
+        with capture_logs() as logs:
+            await rediscover(client)
+        events = [e for e in logs if e["event"] == "tool_definition_changed"]
+        metrics = (await client.get("/metrics", headers=ADMIN)).text
+        pins = client.app.gateway.pins  # type: ignore[attr-defined]
+        if expect == "off":
+            assert events == [] and await pins.list() == []
+            assert "~/.ssh/id_rsa" in (await listed(client, USER))["Shop_lookup"]["description"]
+            assert changes(metrics, "enforce") == changes(metrics, "off") == 0
+            return
+        assert [e["mode"] for e in events] == [expect]
+        assert changes(metrics, expect) == 1 and changes(metrics, gateway_mode) == 0
+        assert {v.pin: v.mode for v in await pins.list()}["shop/Shop_lookup"] == expect
+        if expect == "warn":
+            assert (await opentool_call(client))["result"]["method"] == "lookup"
+        else:
+            await assert_quarantined(client)

@@ -17,7 +17,7 @@ import pytest
 from gateway.errors import ErrorKind, GatewayError
 from gateway.ownership import Shares, StoreFull, owned_key
 from gateway.redis_store import RedisStore
-from gateway.state import MemoryStore, StateStore
+from gateway.state import KeptFull, MemoryStore, StateStore
 from tests.support import refused_port
 
 DEADLINE_S = 5.0
@@ -25,7 +25,7 @@ DEADLINE_S = 5.0
 
 @pytest.fixture(params=["memory", "redis"])
 async def store(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator[StateStore]:
-    caps = {"small": 3, "owned": 8}
+    caps = {"small": 3, "owned": 8, "pins": 3}
     bound = {"max_bytes": 4000, "shares": Shares(0.25)}  # an owner may hold 2 of "owned"'s 8 entries, 1000 bytes
     if request.param == "memory":
         made: StateStore = MemoryStore(max_entries=1000, caps=caps, **bound)  # type: ignore[arg-type]
@@ -95,6 +95,30 @@ async def test_each_namespace_has_its_own_bound(store: StateStore) -> None:
     assert len(held) == 3
     assert held == [7, 8, 9]  # the newest stay; the oldest went first
     assert await store.get("other:keep") == {"v": 0}  # another namespace is never evicted
+
+
+async def test_a_kept_namespace_refuses_a_new_entry_at_its_bounds_rather_than_evict(store: StateStore) -> None:
+    """Approved pins: an upstream listing many tools must not push the approved definitions out."""
+    for index in range(3):
+        await store.set(f"pins:{index}", {"v": index}, 60 + index)
+    with pytest.raises(KeptFull) as refused:
+        await store.set("pins:new", {"v": 9}, 60)
+    assert "'pins' entries are at their bounds (3 entries" in refused.value.failure.message
+    with pytest.raises(KeptFull):
+        await store.add("pins:new", {"v": 9}, 60)
+    assert [await store.get(f"pins:{i}") for i in range(3)] == [{"v": 0}, {"v": 1}, {"v": 2}]
+    await store.set("pins:0", {"v": "again"}, 60)  # an entry already held may be rewritten
+    assert await store.get("pins:0") == {"v": "again"}
+    await store.delete("pins:1")
+    await store.set("pins:new", {"v": 9}, 60)  # room again
+    for index in range(3):
+        await store.delete(f"pins:{index}")
+    await store.delete("pins:new")
+    await store.set("pins:big0", {"v": "x" * 1800}, 60)
+    await store.set("pins:big1", {"v": "x" * 1800}, 60)
+    with pytest.raises(KeptFull):  # the namespace's bytes (4000) bound it as well
+        await store.set("pins:big2", {"v": "x" * 1800}, 60)
+    assert await store.get("pins:big0") == {"v": "x" * 1800}
 
 
 async def test_a_token_bucket_grants_its_burst_then_says_how_long_to_wait(store: StateStore) -> None:
