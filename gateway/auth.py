@@ -312,6 +312,11 @@ class Authenticator:
         return principal
 
 
+def auth_configured(auth: Any) -> bool:
+    """Whether the `auth` section tells callers apart (an API key, trusted OAuth issuers, or a JWT secret)."""
+    return bool(auth.api_keys) or auth.oauth is not None or (auth.jwt is not None and bool(auth.jwt.secret_env))
+
+
 def build_authenticator(
     auth: Any, env: Mapping[str, str] | None = None, *, public_url: str | None = None
 ) -> Authenticator:
@@ -325,6 +330,8 @@ def build_authenticator(
 
     methods: list[AuthMethod] = []
     oauth = None
+    if not auth_configured(auth):
+        return Authenticator(methods)
     if auth.api_keys:
         methods.append(ApiKeys(auth.api_keys))
     if auth.oauth is not None:

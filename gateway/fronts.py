@@ -11,7 +11,9 @@ from typing import Any
 
 from starlette.routing import BaseRoute
 
+from gateway.auth import auth_configured
 from gateway.config import GatewayConfig
+from gateway.errors import ConfigError
 from gateway.guard import is_loopback
 from gateway.plugins import fronts, resolve
 from gateway.services import FrontServices
@@ -30,5 +32,21 @@ def front_routes(services: FrontServices, config: GatewayConfig, bind_host: str 
     for name, plugin in fronts().items():
         settings = getattr(config.settings.fronts, name)
         if enabled(settings, bind_host):
+            _check_exposure(name, settings, config, bind_host)
             routes.extend(resolve(plugin.routes)(services, settings))
     return routes
+
+
+def _check_exposure(name: str, settings: Any, config: GatewayConfig, bind_host: str | None) -> None:
+    """A front that makes every caller an admin when auth is off is refused on an address beyond loopback."""
+    if not settings.local_without_auth or auth_configured(config.settings.auth):
+        return
+    if bind_host is None or is_loopback(bind_host):
+        return
+    raise ConfigError(
+        [
+            f"fronts.{name}: enabled on {bind_host}, which is not a loopback address, with auth off: whoever "
+            "reaches it would see every caller's data and decide pins; configure auth (api_keys, jwt or oauth), "
+            f"bind to 127.0.0.1, or set fronts.{name}.enabled: false"
+        ]
+    )

@@ -32,6 +32,9 @@ class FrontSettings(Section):
     """What every front accepts; an adapter's front settings subclass this."""
 
     enabled: bool = True
+    # A front that shows every caller's data to everyone when auth is off (the console): then refused on an
+    # address beyond loopback, where it would make whoever reaches it an admin.
+    local_without_auth: ClassVar[bool] = False
 
 
 class CacheSettings(Section):

@@ -90,6 +90,24 @@ def not_found() -> Response:
     return json_response({"detail": "Not Found"}, status=404)
 
 
+REPLICA_FIELDS = ("id", "url", "self", "leaving", "reported_at")
+ADMIN_FIELDS = frozenset({"url"})  # a replica's own address: for admins, as the configuration's reload messages
+
+
+def config_summary(config: Any) -> dict[str, Any] | None:
+    """A replica's configuration as a non-admin sees it: which generation, since when, how many reloads were
+    applied or refused; not the reloads' messages (they quote the configuration)."""
+    if not isinstance(config, dict):
+        return None
+    reloads = [r for r in config.get("reloads") or () if isinstance(r, dict)]
+    return {
+        "generation": config.get("generation"),
+        "loaded_at": config.get("loaded_at"),
+        "applied": sum(1 for r in reloads if r.get("ok")),
+        "refused": sum(1 for r in reloads if not r.get("ok")),
+    }
+
+
 class Viewer:
     """Who looks: the principal (None with auth off) and whether it sees everything."""
 
@@ -277,11 +295,18 @@ def routes(services: FrontServices, settings: ConsoleFrontSettings) -> list[Base
             s["key"]: {k: s[k] for k in ("calls", "errors", "error_rate", "p50_ms", "p99_ms")}
             for s in traffic["series"]["backend"]
         }
+        seen = None if viewer.admin else {spec.backend for spec in services.tools(viewer.principal)}
+        if seen is not None:  # a non-admin sees the backends of the tools it may call, nothing of the others
+            stats = {name: figures for name, figures in stats.items() if name in seen}
         replicas = []
         for status in statuses:
-            shown = {k: status.get(k) for k in ("id", "url", "self", "leaving", "reported_at")}
+            shown = {k: status.get(k) for k in REPLICA_FIELDS if viewer.admin or k not in ADMIN_FIELDS}
             here = traffic["by_replica"].get(status["id"], {})
-            shown["backends"] = [{**b, "stats": here.get(b.get("name"))} for b in status.get("backends") or ()]
+            shown["backends"] = [
+                {**b, "stats": here.get(b.get("name"))}
+                for b in status.get("backends") or ()
+                if seen is None or b.get("name") in seen
+            ]
             replicas.append(shown)
         return json_response({"replicas": replicas, "stats": stats, "window_minutes": window})
 
@@ -315,12 +340,17 @@ def routes(services: FrontServices, settings: ConsoleFrontSettings) -> list[Base
         leases = await services.replicas.leases()
         replicas = [
             {
-                **{k: s.get(k) for k in ("id", "url", "leaving", "started", "self", "config")},
+                **{
+                    k: s.get(k) if viewer.admin or k != "config" else config_summary(s.get("config"))
+                    for k in ("id", "url", "leaving", "started", "self", "config")
+                    if viewer.admin or k not in ADMIN_FIELDS
+                },
                 "lease": leases.get(s["id"]),
             }
             for s in statuses
         ]
-        return json_response({"sessions": sessions, "replicas": replicas, "config": own["config"]})
+        config = own["config"] if viewer.admin else config_summary(own["config"])
+        return json_response({"sessions": sessions, "replicas": replicas, "config": config})
 
     def admin_only(handler: Handler) -> Handler:
         async def checked(request: Request, viewer: Viewer) -> Response:

@@ -1500,7 +1500,13 @@ function stateView(data) {
         ['Loaded at', fmtTime(config.loaded_at)],
       ]),
       h('h3', null, 'Reloads'),
-      table(
+      config.reloads === undefined && config.applied !== undefined
+        ? h(
+            'p',
+            { class: 'muted reload-counts' },
+            `${fmtNumber(config.applied)} applied, ${fmtNumber(config.refused ?? 0)} refused; their messages are shown to admins.`,
+          )
+        : table(
         [{ label: 'At', cls: 'col-reload' }, { label: 'Message' }],
         reloads.map((reload) => ({
           cls: reload.ok ? 'reload-ok' : 'row-bad reload-failed',
@@ -1517,8 +1523,8 @@ function stateView(data) {
             h('pre', { class: ['reload-message', reload.ok ? null : 'error-text'] }, reload.message || ''),
           ],
         })),
-        { empty: 'No reload since the gateway started.' },
-      ),
+          { empty: 'No reload since the gateway started.' },
+        ),
     ),
     h(
       'div',
@@ -1568,13 +1574,14 @@ function leaseCell(lease) {
 function replicaConfig(config) {
   if (!config) return dash();
   const refused = (config.reloads || []).filter((reload) => !reload.ok);
+  const count = config.reloads ? refused.length : config.refused || 0;
   return h(
     'div',
     null,
     'generation ',
     h('strong', null, config.generation ?? '–'),
-    refused.length
-      ? h('div', { class: 'small error-text', title: refused[0].message || '' }, `${refused.length} reload${refused.length === 1 ? '' : 's'} refused`)
+    count
+      ? h('div', { class: 'small error-text', title: refused.length ? refused[0].message || '' : null }, `${count} reload${count === 1 ? '' : 's'} refused`)
       : null,
   );
 }

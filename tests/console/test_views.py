@@ -1,0 +1,38 @@
+"""What a non-admin sees of the gateway on the console: the backends of the tools it may call, no replica
+address and no reload message (they quote the configuration); an admin sees all of it."""
+
+from __future__ import annotations
+
+from gateway.config import parse_config
+from tests.console.test_api import ALICE, BOB, CONFIG, ROOT, console
+
+
+async def test_a_non_admin_sees_only_the_backends_of_its_tools_and_no_address() -> None:
+    async with console() as client:
+        root = (await client.get("/console/api/backends", headers=ROOT)).json()
+        bob = (await client.get("/console/api/backends", headers=BOB)).json()  # Math_* only
+        alice = (await client.get("/console/api/backends", headers=ALICE)).json()  # every tool
+        assert {b["name"] for b in root["replicas"][0]["backends"]} == {"math", "demo"}
+        assert "url" in root["replicas"][0]
+        assert {b["name"] for b in bob["replicas"][0]["backends"]} == {"math"}
+        assert {b["name"] for b in alice["replicas"][0]["backends"]} == {"math", "demo"}
+        assert "url" not in bob["replicas"][0] and "url" not in alice["replicas"][0]
+
+
+async def test_a_non_admin_sees_how_many_reloads_were_refused_but_not_their_messages() -> None:
+    async with console() as client:
+        gateway = client.app.gateway  # type: ignore[attr-defined]
+        broken = parse_config(CONFIG.replace("arithmetic:toolkit", "no_such_module:toolkit"), "next.yaml")
+        assert await gateway.reload(broken) is False
+        root = (await client.get("/console/api/state", headers=ROOT)).json()
+        alice = (await client.get("/console/api/state", headers=ALICE)).json()
+        assert "no_such_module" in root["config"]["reloads"][0]["message"]
+        assert alice["config"] == {
+            "generation": 1,
+            "loaded_at": root["config"]["loaded_at"],
+            "applied": 0,
+            "refused": 1,
+        }
+        assert all("url" not in replica for replica in alice["replicas"])
+        assert alice["replicas"][0]["config"]["refused"] == 1
+        assert "no_such_module" not in str(alice) and "next.yaml" not in str(alice)
