@@ -70,8 +70,11 @@ class BackendState:
     kind: str
     state: str = "starting"  # starting | up | down
     tools: int = 0
-    error: str | None = None
+    error: str | None = None  # why it is down now
     checked_at: str | None = None
+    # The latest discovery failure and when, kept once the backend is up again (what went wrong last time).
+    last_error: str | None = None
+    last_error_at: str | None = None
     specs: list[ToolSpec] = field(default_factory=list, repr=False)
     routed: list[ToolSpec] = field(default_factory=list, repr=False)  # `specs` before pinning marked any
 
@@ -84,6 +87,8 @@ class BackendState:
             "tools": self.tools,
             "error": self.error,
             "checked_at": self.checked_at,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
         }
 
 
@@ -135,6 +140,7 @@ class Discovery:
             state.state, state.error, state.tools = "up", None, len(state.specs)
         state.checked_at = utc_iso()
         if state.state == "down":
+            state.last_error, state.last_error_at = state.error, state.checked_at
             log.warning("backend_down", backend=state.name, error=state.error)
 
     async def _pinned(self, settings: BackendSettings, state: BackendState) -> list[ToolSpec]:

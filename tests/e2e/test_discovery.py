@@ -37,6 +37,8 @@ def test_upstream_that_starts_late_joins_the_catalog(tmp_path: Path) -> None:
         states = {b["name"]: b for b in ready["backends"]}
         assert states["math"]["state"] == "up" and states["geo"]["state"] == "down"
         assert "cannot connect" in states["geo"]["error"]
+        assert states["geo"]["last_error"] == states["geo"]["error"] and states["geo"]["last_error_at"]
+        assert states["math"]["last_error"] is None and states["math"]["last_error_at"] is None
         call = {"jsonrpc": "2.0", "method": "GeoTools_echo", "params": {"message": "hi"}, "id": "1"}
         assert http.post("/opentool/call", json=call).json()["error"]["code"] == -32601
         command = [sys.executable, "-m", "tests.upstreams.opentool_server", "--port", str(port)]
@@ -44,5 +46,8 @@ def test_upstream_that_starts_late_joins_the_catalog(tmp_path: Path) -> None:
             wait_until(lambda: http.get("/readyz").json()["status"] == "ready")
             answer = http.post("/opentool/call", json=call).json()
             assert answer["error"] is None and answer["result"]["echo"] == "hi"
+            geo = {b["name"]: b for b in http.get("/readyz").json()["backends"]}["geo"]
+            assert geo["state"] == "up" and geo["error"] is None  # up now, and what went wrong last is kept
+            assert "cannot connect" in geo["last_error"] and geo["last_error_at"] <= geo["checked_at"]
         wait_until(lambda: http.get("/readyz").json()["status"] == "degraded")  # gone again
         assert http.get("/healthz").json() == {"status": "ok"}

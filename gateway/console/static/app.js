@@ -1172,10 +1172,17 @@ function backendsView(data) {
               breakerCell(backend.breaker),
               [
                 backend.error
-                  ? h('div', { class: 'last-error' }, h('div', { class: 'error-text' }, backend.error), backend.checked_at ? h('div', { class: 'muted small' }, 'at ', fmtTime(backend.checked_at)) : null)
-                  : backend.checked_at
-                    ? muted(['none · checked ', fmtTime(backend.checked_at, false)])
-                    : dash(),
+                  ? h('div', { class: 'last-error' }, h('div', { class: 'error-text' }, backend.error), h('div', { class: 'muted small' }, 'at ', fmtTime(backend.last_error_at || backend.checked_at)))
+                  : backend.last_error
+                    ? h(
+                        'div',
+                        { class: 'last-error recovered' },
+                        h('div', { class: 'muted' }, backend.last_error),
+                        h('div', { class: 'muted small' }, 'at ', fmtTime(backend.last_error_at), ' · up again, checked ', fmtTime(backend.checked_at, false)),
+                      )
+                    : backend.checked_at
+                      ? muted(['none · checked ', fmtTime(backend.checked_at, false)])
+                      : dash(),
                 (backend.warnings || []).map((warning) => h('div', { class: 'warning-text small' }, '⚠ ', warning)),
               ],
               fmtNumber(stat.calls ?? 0),
