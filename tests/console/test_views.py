@@ -4,7 +4,8 @@ address and no reload message (they quote the configuration); an admin sees all 
 from __future__ import annotations
 
 from gateway.config import parse_config
-from tests.console.test_api import ALICE, BOB, CONFIG, ROOT, console
+from tests.console.test_api import ALICE, BOB, CONFIG, POST, ROOT, console
+from tests.support import refused_port
 
 
 async def test_a_non_admin_sees_only_the_backends_of_its_tools_and_no_address() -> None:
@@ -36,3 +37,31 @@ async def test_a_non_admin_sees_how_many_reloads_were_refused_but_not_their_mess
         assert all("url" not in replica for replica in alice["replicas"])
         assert alice["replicas"][0]["config"]["refused"] == 1
         assert "no_such_module" not in str(alice) and "next.yaml" not in str(alice)
+
+
+async def test_an_upstream_that_fails_calls_shows_its_open_breaker() -> None:
+    port = refused_port()
+    config = f"""
+fronts:
+  console: {{enabled: true}}
+backends:
+  - name: gone
+    kind: http
+    url: http://127.0.0.1:{port}
+    toolkit: Gone
+    retries: 0
+    circuit_breaker: {{failures: 2, cooldown_s: 600}}
+    tools:
+      - {{name: Ping, description: Ping the upstream, method: POST, path: /ping}}
+"""
+    async with console(config) as client:
+
+        async def breaker() -> object:
+            (replica,) = (await client.get("/console/api/backends")).json()["replicas"]
+            return {b["name"]: b["breaker"] for b in replica["backends"]}["gone"]
+
+        assert await breaker() == "closed"
+        for _ in range(2):
+            answer = await client.post("/console/api/tools/Gone_Ping/call", json={"arguments": {}}, headers=POST)
+            assert answer.status_code == 200 and answer.json()["ok"] is False
+        assert await breaker() == "open"
