@@ -192,11 +192,13 @@ class Admission:
 
 class InFlight:
     """Calls running on one pipeline: a reload closes what only the old snapshot used once this is zero.
-    Counted per front too (the console shows it)."""
+    Counted per front too (the console shows it); a `parent` counts the calls of every configuration at once
+    (those still running on an older one after a reload included)."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: InFlight | None = None) -> None:
         self.count = 0
         self.by_front: dict[str, int] = {}
+        self.parent = parent
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -204,8 +206,12 @@ class InFlight:
         self.count += 1
         self.by_front[front] = self.by_front.get(front, 0) + 1
         self._idle.clear()
+        if self.parent is not None:
+            self.parent.enter(front)
 
     def leave(self, front: str) -> None:
+        if self.parent is not None:
+            self.parent.leave(front)
         self.count -= 1
         left = self.by_front[front] - 1
         if left:

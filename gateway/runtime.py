@@ -292,6 +292,7 @@ class Gateway:
         self.draining = False  # a stop is on its way (`server.drain_s`): /readyz fails while requests are served
         self.reloads = {"ok": 0, "failed": 0}
         self.history = ConfigHistory(config.source)  # generations and refused reloads (the console shows them)
+        self.in_flight = InFlight()  # calls running on every configuration's pipeline (the console shows it)
         self.traffic = TrafficRecorder()  # every call by principal, front, backend and tool (`gateway.console`)
         self.traffic.replica = self.replicas.id
         self._reload_lock = asyncio.Lock()
@@ -359,6 +360,7 @@ class Gateway:
                 max_timeout=float(settings.limits.max_timeout_s),
                 secrets=dict(settings.secrets),
             ),
+            in_flight=InFlight(self.in_flight),
         )
         if fronts:
             self._build_fronts(generation)

@@ -26,7 +26,7 @@ STATUS_TTL_S = 3 * PUBLISH_EVERY_S + 1
 
 async def status_of(gateway: Gateway) -> dict[str, Any]:
     """What this replica shows of itself."""
-    in_flight = gateway.snapshot.generation.in_flight
+    in_flight = gateway.in_flight  # every configuration's: an older one's calls still run after a reload
     replicas = gateway.replicas
     return {
         "id": replicas.id,

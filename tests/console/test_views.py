@@ -3,6 +3,9 @@ address and no reload message (they quote the configuration); an admin sees all 
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from gateway.config import parse_config
 from tests.console.test_api import ALICE, BOB, CONFIG, POST, ROOT, console
 from tests.support import refused_port
@@ -65,3 +68,29 @@ backends:
             answer = await client.post("/console/api/tools/Gone_Ping/call", json={"arguments": {}}, headers=POST)
             assert answer.status_code == 200 and answer.json()["ok"] is False
         assert await breaker() == "open"
+
+
+async def test_calls_in_flight_are_counted_while_they_run_across_a_reload() -> None:
+    async with console() as client:
+        gateway = client.app.gateway  # type: ignore[attr-defined]
+
+        async def in_flight() -> dict[str, object]:
+            return (await client.get("/console/api/traffic", headers=ALICE)).json()["in_flight"]
+
+        assert (await in_flight())["total"] == 0
+        running = asyncio.ensure_future(
+            client.post(
+                "/console/api/tools/Demo_Sleep/call", json={"arguments": {"seconds": 1.5}}, headers={**ALICE, **POST}
+            )
+        )
+        deadline = time.monotonic() + 10
+        while (await in_flight())["total"] != 1:
+            assert time.monotonic() < deadline and not running.done()
+            await asyncio.sleep(0.01)
+        assert (await in_flight())["by_front"] == {"console": 1}
+        # a reload starts a new configuration; the call still running on the old one is still in flight
+        assert await gateway.reload(parse_config(CONFIG, "next.yaml")) is True
+        assert (await in_flight())["total"] == 1
+        answer = await asyncio.wait_for(running, 10)
+        assert answer.json()["ok"] is True
+        assert await in_flight() == {"total": 0, "by_front": {}, "by_replica": {gateway.replicas.id: 0}}
