@@ -301,6 +301,11 @@ def test_the_catalog_searches_and_a_generated_form_calls_the_tool(console: Conso
     see(page.locator(".tool-head h1")).to_have_text("Units_Convert")
     see(page.locator(".tool-head .description")).to_have_text("Convert a distance between kilometres and miles.")
     see(page.locator("pre.schema").first).to_contain_text('"amount"')
+    declared = served.api(ADA_KEY, "/tools/Units_Convert")["output_schema"]  # from the function's return type
+    assert declared, declared
+    see(page.locator("pre.schema")).to_have_count(2)  # the input schema, then the output schema
+    shown = json.loads(page.locator("pre.schema").nth(1).inner_text())
+    assert shown == declared, shown
     # the form, from the input schema: a required number, an enum with its default, a bounded integer
     amount, unit, digits = (page.locator(f"[data-arg={name}]") for name in ("amount", "unit", "digits"))
     see(amount).to_have_attribute("type", "number")
@@ -403,6 +408,14 @@ def test_a_failed_call_shows_each_fronts_answer_and_lands_in_traffic(console: Co
         see(page.locator("table.series-front tbody tr").filter(has_text=front)).to_have_count(1)
     see(page.locator("table.series-backend tbody tr").filter(has_text="units")).to_have_count(1)
     see(page.locator("table.series-tool tbody tr").filter(has_text="Units_Explode")).to_contain_text("1")
+    for dimension in ("front", "backend", "tool"):  # each row: its calls and its latency per minute, as charts
+        rows = page.locator(f"table.series-{dimension} tbody tr.series-row")
+        assert rows.count() >= 1
+        for index in range(rows.count()):
+            row = rows.nth(index)
+            assert row.locator("svg.spark:not(.spark-latency) rect.fill-ok").count() >= 1, dimension
+            drawn = row.locator("svg.spark-latency .lat-p50").count(), row.locator("svg.spark-latency .lat-p99").count()
+            assert drawn == (1, 1), (dimension, index, drawn)
     see(page.locator(".tile.in-flight")).to_contain_text("In flight")
     console.shot("traffic")
 

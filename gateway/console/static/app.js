@@ -1419,10 +1419,29 @@ function sparkline(points, start, end) {
   return svg;
 }
 
+// p50 and p99 of each minute as two lines (a minute with one point: dots), scaled to the row's own p99.
+function latencyline(points, start, end) {
+  const width = 170;
+  const height = 22;
+  const span = Math.max(1, end - start + 1);
+  const inRange = points.filter((p) => p[0] >= start && p[0] <= end && (p[3] != null || p[4] != null));
+  const maxY = Math.max(0.001, ...inRange.map((p) => p[4] ?? p[3] ?? 0));
+  const svg = s('svg', { viewBox: `0 0 ${width} ${height}`, class: 'spark spark-latency', 'aria-hidden': 'true' });
+  svg.append(s('line', { x1: 0, x2: width, y1: height - 0.5, y2: height - 0.5, class: 'baseline' }));
+  const x = (p) => (((p[0] - start + 0.5) / span) * width).toFixed(1);
+  const y = (value) => (height - 1.5 - (value / maxY) * (height - 4)).toFixed(1);
+  for (const [name, index] of [['p99', 4], ['p50', 3]]) {
+    const at = inRange.filter((p) => p[index] != null);
+    if (at.length === 1) svg.append(s('circle', { cx: x(at[0]), cy: y(at[0][index]), r: 1.6, class: 'lat-' + name }));
+    else if (at.length) svg.append(s('polyline', { points: at.map((p) => `${x(p)},${y(p[index])}`).join(' '), class: 'lat-' + name }));
+  }
+  return svg;
+}
+
 function seriesTable(dimension, series, start, end) {
   const sorted = [...series].sort((a, b) => (b.calls ?? 0) - (a.calls ?? 0) || String(a.key).localeCompare(String(b.key)));
   return table(
-    [{ label: dimension[0].toUpperCase() + dimension.slice(1) }, { label: 'Calls', cls: 'num' }, { label: 'Err', cls: 'num' }, { label: 'p50', cls: 'num' }, { label: 'p99', cls: 'num' }, { label: 'per minute', cls: 'spark-col' }],
+    [{ label: dimension[0].toUpperCase() + dimension.slice(1) }, { label: 'Calls', cls: 'num' }, { label: 'Err', cls: 'num' }, { label: 'p50', cls: 'num' }, { label: 'p99', cls: 'num' }, { label: 'calls per minute', cls: 'spark-col' }, { label: 'p50 / p99 per minute', cls: 'spark-col' }],
     sorted.map((row) => ({
       cls: 'series-row',
       cells: [
@@ -1432,6 +1451,7 @@ function seriesTable(dimension, series, start, end) {
         fmtMs(row.p50_ms),
         fmtMs(row.p99_ms),
         sparkline(row.points || [], start, end),
+        latencyline(row.points || [], start, end),
       ],
     })),
     { cls: 'compact series-' + dimension, empty: 'No calls in this window.' },
