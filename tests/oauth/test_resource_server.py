@@ -74,6 +74,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                         client_id: toolplex-gateway
                         client_secret: toolplex-gateway-secret
                     grants: {{"math:call": ["Math_*"], "text:call": ["Text_*"]}}
+                  admin_grants: ["toolplex:admin"]
                 fronts:
                   mcp: {{servers: {{mathonly: {{include: ["Math_*"]}}}}}}
                 backends:
@@ -253,6 +254,21 @@ def test_a_token_lists_only_the_tools_its_scopes_allow(stack: Stack) -> None:
     assert names and all(name.startswith("Text_") for name in names), names
     none = httpx.post(f"{stack.base}/mcp", json=body, headers={**sent, **bearer(stack.token(scope="other"))}).json()
     assert none["result"]["tools"] == []
+
+
+def test_the_console_takes_the_issuers_tokens_and_an_admin_grant_among_their_scopes(stack: Stack) -> None:
+    """The console answers the trusted issuer's access tokens as every front does: the caller sees the tools
+    its scopes grant; a scope named by `auth.admin_grants` makes it an admin."""
+    for scope, admin in (("math:call", False), ("math:call toolplex:admin", True)):
+        headers = bearer(stack.token(scope=scope))
+        me = httpx.get(f"{stack.base}/console/api/me", headers=headers)
+        assert me.status_code == 200, me.text
+        assert me.json()["principal"].startswith("oauth:") and me.json()["principal"].endswith(":ada")
+        assert me.json()["admin"] is admin
+        tools = httpx.get(f"{stack.base}/console/api/tools", headers=headers).json()["tools"]
+        assert tools and all(tool["name"].startswith("Math_") for tool in tools)
+    refused = httpx.get(f"{stack.base}/console/api/me", headers=bearer("not-a-token"))
+    assert refused.status_code == 401
 
 
 def test_the_protected_resource_metadata_is_published_at_every_form(stack: Stack) -> None:
