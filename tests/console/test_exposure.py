@@ -51,3 +51,14 @@ def test_serve_says_why_and_exits(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "fronts.console: enabled on 0.0.0.0, which is not a loopback address, with auth off" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_a_reload_to_an_open_console_beyond_loopback_is_refused_and_the_running_one_kept() -> None:
+    from gateway.app import create_app
+
+    app = create_app(parse_config(WITH_KEYS, "keys.yaml", env={}), bind_host="0.0.0.0")
+    async with app.lifespan():
+        assert await app.gateway.reload(parse_config(OPEN, "open.yaml", env={})) is False
+        (refused,) = app.gateway.history.public()["reloads"]
+        assert refused["ok"] is False and "which is not a loopback address, with auth off" in refused["message"]
+        assert app.gateway.snapshot.authenticator.enabled  # the configuration with auth still runs
