@@ -313,7 +313,8 @@ class Authenticator:
 
 
 def auth_configured(auth: Any) -> bool:
-    """Whether the `auth` section tells callers apart (an API key, trusted OAuth issuers, or a JWT secret)."""
+    """Whether the `auth` section tells callers apart (an API key, trusted OAuth issuers, or a JWT secret): the
+    conditions under which `build_authenticator` adds a method, read before any is built (the fronts need it)."""
     return bool(auth.api_keys) or auth.oauth is not None or (auth.jwt is not None and bool(auth.jwt.secret_env))
 
 
@@ -330,8 +331,6 @@ def build_authenticator(
 
     methods: list[AuthMethod] = []
     oauth = None
-    if not auth_configured(auth):
-        return Authenticator(methods)
     if auth.api_keys:
         methods.append(ApiKeys(auth.api_keys))
     if auth.oauth is not None:

@@ -260,15 +260,7 @@ class DetachedRuns:
                 return _pending(call, started, policy)
             first = False
             token = uuid.uuid4().hex
-            fresh = {
-                "status": "running",
-                "fingerprint": fingerprint,
-                "token": token,
-                "lost_at": time.time() + lost_after,
-                "replica": self.homes.here if self.homes else None,
-                "owner": owner,
-                "meta": meta or {},
-            }
+            fresh = self._running(fingerprint, token, time.time() + lost_after, owner, meta)
             if await self.store.add(record_key, fresh, max(policy.retention, lost_after)):
                 run = await self._start(record_key, token, call, owner)
                 return await self._collect(record_key, token, run, call, deadline, started, policy)
@@ -313,7 +305,19 @@ class DetachedRuns:
             self.runs.forget(record_key)
             return outcome
         token = uuid.uuid4().hex
-        running = {
+        running = self._running(fingerprint, token, lost_at, owner, meta)
+        try:
+            await self.store.set(record_key, running, max(policy.retention, lost_after))
+        finally:  # settled when it ends (at once if it ended while the record was written)
+            run.task.add_done_callback(lambda _task: self._background.spawn(self._settle(record_key, token, run)))
+        self._awaiting(record_key, principal)
+        return _pending(call, started, policy)
+
+    def _running(
+        self, fingerprint: str, token: str, lost_at: float, owner: str | None, meta: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The record of a run still going, in this replica (`token` names this very run)."""
+        return {
             "status": "running",
             "fingerprint": fingerprint,
             "token": token,
@@ -322,12 +326,6 @@ class DetachedRuns:
             "owner": owner,
             "meta": meta or {},
         }
-        try:
-            await self.store.set(record_key, running, max(policy.retention, lost_after))
-        finally:  # settled when it ends (at once if it ended while the record was written)
-            run.task.add_done_callback(lambda _task: self._background.spawn(self._settle(record_key, token, run)))
-        self._awaiting(record_key, principal)
-        return _pending(call, started, policy)
 
     async def collect(self, key: str, call: Call, *, owner: str | None = None) -> tuple[Outcome, dict[str, Any]] | None:
         """The outcome of the run recorded under `key`, the caller's own, and the `meta` it was recorded with:

@@ -67,7 +67,7 @@ class CallLog(BaseMiddleware):
     def __init__(self) -> None:
         self._config: tuple[Any, ...] = ()
         self._logger: Any = None
-        self._direct: tuple[list[Any], Any] | None = None  # the gateway's own processors and printer
+        self._direct: tuple[tuple[Any, ...], Any] | None = None  # the gateway's own processors and printer
         self._quiet = False  # the gateway's own set-up, at a level above info
 
     def _bound(self) -> Any:

@@ -327,15 +327,15 @@ def configure_logging(level: str = "info") -> None:
         cache_logger_on_first_use=False,
     )
     global _OWN
-    _OWN = OwnChain(processors, tuple(processors), numeric)
+    _OWN = OwnChain(tuple(processors), numeric)
 
 
 @dataclass(frozen=True)
 class OwnChain:
-    """The processors `configure_logging` gave structlog, and its level."""
+    """The processors `configure_logging` gave structlog (as the list held them: structlog.testing.capture_logs
+    changes it in place), and its level."""
 
-    processors: list[Any]
-    installed: tuple[Any, ...]  # what the list held then (structlog.testing.capture_logs changes it in place)
+    processors: tuple[Any, ...]
     level: int
 
 
@@ -348,7 +348,7 @@ def own_chain(config: Mapping[str, Any]) -> OwnChain | None:
 
     A line logged on every call (`gateway.middleware.CallLog`) goes through these very processors itself,
     without structlog's bound-logger wrapper around them, which cost a tenth of an in-process call."""
-    own = _OWN
-    if own is None or config["processors"] is not own.processors or len(own.processors) != len(own.installed):
+    own, current = _OWN, config["processors"]
+    if own is None or len(current) != len(own.processors):
         return None
-    return own if all(a is b for a, b in zip(own.processors, own.installed, strict=True)) else None
+    return own if all(a is b for a, b in zip(current, own.processors, strict=True)) else None

@@ -219,25 +219,27 @@ class MemoryStore:
         assert space is not None
         old = space.entries.get(key)
         grows, extra = (1, size) if old is None else (0, size - old[2])
-        if namespace in self.kept and self._full(namespace, grows, extra):
+        kept = namespace in self.kept
+        if (kept or owned) and self._full(namespace, grows, extra):
             self._sweep_all(namespace)  # what expired goes; nothing live does
             space = self._spaces.get(name) or self._space(key, create=True)[2]
             assert space is not None
             old = space.entries.get(key)
             grows, extra = (1, size) if old is None else (0, size - old[2])
-            if self._full(namespace, grows, extra):
+            if kept:  # nothing in it goes for a new entry
+                refused = self._full(namespace, grows, extra)
+            else:  # an owner's own entries may make room below, never another owner's
+                others = len(space.entries) - (0 if old is None else 1)
+                others_bytes = space.bytes - (0 if old is None else old[2])
+                refused = (
+                    self.count(namespace) - others + grows > cap
+                    or self.bytes(namespace) - others_bytes + extra > max_bytes
+                )
+            if refused:
                 if not space.entries:
                     self._drop_space(namespace, name)
-                raise KeptFull(namespace, cap, max_bytes)
-        if owned and self._full(namespace, grows, extra):
-            self._sweep_all(namespace)
-            space = self._spaces.get(name) or self._space(key, create=True)[2]
-            assert space is not None
-            others = len(space.entries) - (0 if old is None else 1)
-            others_bytes = space.bytes - (0 if old is None else old[2])
-            if self.count(namespace) - others + grows > cap or self.bytes(namespace) - others_bytes + extra > max_bytes:
-                if not space.entries:
-                    self._drop_space(namespace, name)
+                if kept:
+                    raise KeptFull(namespace, cap, max_bytes)
                 raise StoreFull(f"entries of kind {namespace!r} in the state store", cap)
         if old is not None:
             space.bytes -= old[2]

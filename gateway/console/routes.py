@@ -90,8 +90,18 @@ def not_found() -> Response:
     return json_response({"detail": "Not Found"}, status=404)
 
 
-REPLICA_FIELDS = ("id", "url", "self", "leaving", "reported_at")
 ADMIN_FIELDS = frozenset({"url"})  # a replica's own address: for admins, as the configuration's reload messages
+
+
+def replica_view(status: dict[str, Any], fields: tuple[str, ...], admin: bool) -> dict[str, Any]:
+    """A replica's status as the viewer may see it: without its address, and its configuration summed up
+    (`config_summary`), for a non-admin."""
+    if admin:
+        return {k: status.get(k) for k in fields}
+    shown = {k: status.get(k) for k in fields if k not in ADMIN_FIELDS}
+    if "config" in shown:
+        shown["config"] = config_summary(shown["config"])
+    return shown
 
 
 def config_summary(config: Any) -> dict[str, Any] | None:
@@ -300,7 +310,7 @@ def routes(services: FrontServices, settings: ConsoleFrontSettings) -> list[Base
             stats = {name: figures for name, figures in stats.items() if name in seen}
         replicas = []
         for status in statuses:
-            shown = {k: status.get(k) for k in REPLICA_FIELDS if viewer.admin or k not in ADMIN_FIELDS}
+            shown = replica_view(status, ("id", "url", "self", "leaving", "reported_at"), viewer.admin)
             here = traffic["by_replica"].get(status["id"], {})
             shown["backends"] = [
                 {**b, "stats": here.get(b.get("name"))}
@@ -340,11 +350,7 @@ def routes(services: FrontServices, settings: ConsoleFrontSettings) -> list[Base
         leases = await services.replicas.leases()
         replicas = [
             {
-                **{
-                    k: s.get(k) if viewer.admin or k != "config" else config_summary(s.get("config"))
-                    for k in ("id", "url", "leaving", "started", "self", "config")
-                    if viewer.admin or k not in ADMIN_FIELDS
-                },
+                **replica_view(s, ("id", "url", "leaving", "started", "self", "config"), viewer.admin),
                 "lease": leases.get(s["id"]),
             }
             for s in statuses

@@ -196,7 +196,9 @@ async def test_backends_and_state_show_this_replica_its_sessions_and_refused_rel
         assert "no_such_module" in reloads[0]["message"] and reloads[0]["source"] == "next.yaml"
 
 
-async def test_pins_are_for_admins_who_see_the_change_side_by_side_and_decide(upstream: Upstream) -> None:  # noqa: F811
+@contextlib.asynccontextmanager
+async def quarantined_change(upstream: Upstream) -> AsyncIterator[httpx.AsyncClient]:  # noqa: F811
+    """A console over an upstream under `enforce` whose tool changed since it was pinned: quarantined."""
     config = f"""
     discovery: {{interval_s: 0}}
     pinning: {{mode: enforce}}
@@ -213,6 +215,11 @@ async def test_pins_are_for_admins_who_see_the_change_side_by_side_and_decide(up
     async with console(config) as client:
         upstream.serve(CHANGED)
         await client.app.gateway.discovery.refresh()  # type: ignore[attr-defined]
+        yield client
+
+
+async def test_pins_are_for_admins_who_see_the_change_side_by_side_and_decide(upstream: Upstream) -> None:  # noqa: F811
+    async with quarantined_change(upstream) as client:
         shown = (await client.get("/console/api/tools", headers=ROOT)).json()["tools"]
         assert [t["quarantined"] for t in shown if t["name"] == "Shop_lookup"] == [True]
         assert "Shop_lookup" not in {
@@ -294,22 +301,7 @@ def test_minutes_a_store_never_took_are_not_kept_for_ever(monkeypatch: Any) -> N
 async def test_an_admin_rejects_a_change_from_the_console_and_the_tool_stays_quarantined(
     upstream: Upstream,  # noqa: F811
 ) -> None:
-    config = f"""
-    discovery: {{interval_s: 0}}
-    pinning: {{mode: enforce}}
-    fronts:
-      console: {{enabled: true}}
-    auth:
-      api_keys:
-        - {{key: root-key-0123456789, name: root}}
-        - {{key: alice-key-0123456789, name: alice}}
-      admins: [root]
-    backends:
-      - {{name: shop, kind: opentool, url: "{upstream.url}", toolkit: Shop}}
-    """
-    async with console(config) as client:
-        upstream.serve(CHANGED)
-        await client.app.gateway.discovery.refresh()  # type: ignore[attr-defined]
+    async with quarantined_change(upstream) as client:
         path = "/console/api/pins/shop%2FShop_lookup/reject"
         refused = await client.post(path, json={}, headers={**ALICE, **POST})
         assert (refused.status_code, refused.json()) == (404, {"detail": "Not Found"})  # as an unknown path
