@@ -28,8 +28,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway import access_log, tracing
 from gateway.guard import HostOriginGuard
 from gateway.router import IndexedRouter
+from gateway.wire import Answer, send_answer
 
-JSON_HEADERS = [(b"content-type", b"application/json")]
 INTERNAL_ERROR = orjson.dumps({"detail": "Internal server error"})
 
 
@@ -102,7 +102,7 @@ class Edge:
             await self.routes(scope, receive, sending)
         except Exception:
             if not started:
-                await _answer(send, 500, INTERNAL_ERROR)
+                await send_answer(send, Answer(INTERNAL_ERROR, 500))
             raise
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -111,13 +111,4 @@ class Edge:
             await self.router.fast(scope, receive, send)
         except HTTPException as exc:
             body = orjson.dumps({"detail": exc.detail})
-            await _answer(send, exc.status_code, body, exc.headers)
-
-
-async def _answer(send: Send, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-    """A JSON answer, its headers in the order Starlette's `Response` sends them: given, length, type."""
-    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()] if headers else []
-    raw.append((b"content-length", str(len(body)).encode()))
-    raw.extend(JSON_HEADERS)
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
+            await send_answer(send, Answer(body, exc.status_code, exc.headers))

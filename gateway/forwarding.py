@@ -30,6 +30,7 @@ from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import PassedOnResponse
 from gateway.replicas import Replicas
 from gateway.upstream import CookielessClient
+from gateway.wire import WireRequest
 
 HOP_HEADER = "x-toolplex-forwarded-by"
 CONNECT_TIMEOUT_S = 2.0
@@ -83,7 +84,7 @@ class Forwarder:
         self._client: httpx.AsyncClient | None = None
 
     @staticmethod
-    def forwarded(request: Request) -> bool:
+    def forwarded(request: Request | WireRequest) -> bool:
         """This request was already passed on by a replica: serve it here."""
         return HOP_HEADER in request.headers
 

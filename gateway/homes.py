@@ -28,6 +28,7 @@ from gateway.forwarding import Forwarder, HomeUnreachable
 from gateway.ownership import owned_key
 from gateway.replicas import Replicas
 from gateway.state import StateStore
+from gateway.wire import WireRequest
 
 
 class Where(Enum):
@@ -82,7 +83,9 @@ class Homes:
     async def forget(self, space: str, owner: str, name: str) -> None:
         await self.store.delete(self.key(space, owner, name))
 
-    async def route(self, home: str | None, request: Request | None = None, *, movable: bool = False) -> Route:
+    async def route(
+        self, home: str | None, request: Request | WireRequest | None = None, *, movable: bool = False
+    ) -> Route:
         """Where a request for what lives at `home` is served: HERE (this replica, or a request another
         replica forwarded: served as it is, never forwarded again), THERE (forward it to `Route.url`), or
         GONE (that replica's lease ran out; for `movable` state also when it is stopping or could not be

@@ -15,6 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.wire import WireRequest, too_large
 
 log = structlog.get_logger("toolplex.http")
 
@@ -22,17 +23,19 @@ log = structlog.get_logger("toolplex.http")
 RETRY_AFTER_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.UPSTREAM_UNAVAILABLE})
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request | WireRequest, limit: int) -> bytes:
     """The request body, refusing more than `limit` bytes without reading them all."""
+    if isinstance(request, WireRequest):
+        return await request.read(limit)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise GatewayError.of(ErrorKind.TOO_LARGE, f"Request body is larger than the limit of {limit} bytes")
+        raise too_large(limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise GatewayError.of(ErrorKind.TOO_LARGE, f"Request body is larger than the limit of {limit} bytes")
+            raise too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -88,7 +91,7 @@ BROWSER_FORM_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded
 BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def browser_form_content_type(request: Request) -> str | None:
+def browser_form_content_type(request: Request | WireRequest) -> str | None:
     """The media type when a request with a body declares a type a browser form can send, else None.
 
     A missing Content-Type is not a form (real OXP, JSON-RPC and ToolServerNode clients send
@@ -108,7 +111,7 @@ def unsupported_media(media: str) -> Failure:
     )
 
 
-def is_json_content_type(request: Request) -> bool:
+def is_json_content_type(request: Request | WireRequest) -> bool:
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 

@@ -17,15 +17,14 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from starlette.requests import Request as HttpRequest
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from adapters.jsonrpc import codec
 from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, GatewayError
-from gateway.http import is_json_content_type, json_response, parse_json, read_body
+from gateway.http import is_json_content_type, parse_json
 from gateway.model import Call, CallContext, Principal
+from gateway.wire import Answer, WireRequest, json_answer, raw_route
 
 if TYPE_CHECKING:
     from adapters.jsonrpc.settings import JsonRpcFrontSettings
@@ -36,6 +35,7 @@ METHODS = ("tool.execute", "tool.list")
 # Older JSON-RPC-over-HTTP clients label their bodies with these.
 JSONRPC_MEDIA_TYPES = ("application/json-rpc", "application/jsonrequest")
 log = structlog.get_logger("toolplex.jsonrpc")
+NO_CONTENT = Answer(b"", 204, media_type=None)  # a body of only notifications
 
 
 # The client's credential headers, for every call of this request (batch entries included).
@@ -51,43 +51,43 @@ class JsonRpcFront:
         self.max_batch = settings.max_batch
         self.max_timeout_ms = settings.max_timeout_ms
 
-    async def handle(self, request: HttpRequest) -> Response:
+    async def handle(self, request: WireRequest) -> Answer:
         _CLIENT_CREDENTIALS.set(client_credentials(request.headers))  # for backends that forward them
         try:
             principal = self.services.authenticate(request.headers)
         except GatewayError as exc:
             err = codec.failure_error(exc.failure, None, None, None)
-            return json_response(codec.error(None, err), status=401, headers={"WWW-Authenticate": "Bearer"})
+            return json_answer(codec.error(None, err), status=401, headers={"WWW-Authenticate": "Bearer"})
         content_type = request.headers.get("content-type")
         media = (content_type or "").split(";", 1)[0].strip().lower()
         if content_type is not None and not is_json_content_type(request) and media not in JSONRPC_MEDIA_TYPES:
             err = codec.RpcError(codec.INVALID_REQUEST, f"Content-Type must be application/json, got {content_type!r}")
-            return json_response(codec.error(None, err), status=415)
+            return json_answer(codec.error(None, err), status=415)
         try:
             limits = self.services.limits
-            message = parse_json(await read_body(request, limits.max_body_bytes), limits.max_json_depth)
+            message = parse_json(await request.read(limits.max_body_bytes), limits.max_json_depth)
         except GatewayError as exc:
             if exc.failure.kind == ErrorKind.TOO_LARGE:
-                return json_response(codec.error(None, codec.RpcError(codec.INVALID_REQUEST, exc.failure.message)), 413)
-            return json_response(codec.error(None, codec.RpcError(codec.PARSE_ERROR, exc.failure.message)))
+                return json_answer(codec.error(None, codec.RpcError(codec.INVALID_REQUEST, exc.failure.message)), 413)
+            return json_answer(codec.error(None, codec.RpcError(codec.PARSE_ERROR, exc.failure.message)))
         if isinstance(message, list):
             return await self._batch(message, principal)
         answer = await self._answer(message, principal)
-        return json_response(answer) if answer is not None else Response(status_code=204)
+        return json_answer(answer) if answer is not None else NO_CONTENT
 
-    async def _batch(self, items: list[Any], principal: Principal | None) -> Response:
+    async def _batch(self, items: list[Any], principal: Principal | None) -> Answer:
         if not items:
-            return json_response(codec.error(None, codec.RpcError(codec.INVALID_REQUEST, "A batch must not be empty")))
+            return json_answer(codec.error(None, codec.RpcError(codec.INVALID_REQUEST, "A batch must not be empty")))
         if len(items) > self.max_batch:
             err = codec.RpcError(
                 codec.INVALID_REQUEST,
                 f"A batch may hold at most {self.max_batch} requests; this one has {len(items)}",
                 {"max_batch": self.max_batch},
             )
-            return json_response(codec.error(None, err))
+            return json_answer(codec.error(None, err))
         answers = await asyncio.gather(*(self._answer(item, principal) for item in items))
         present = [a for a in answers if a is not None]
-        return json_response(present) if present else Response(status_code=204)
+        return json_answer(present) if present else NO_CONTENT
 
     async def _answer(self, item: Any, principal: Principal | None) -> dict[str, Any] | None:
         """The response object for one request, or None for a notification."""
@@ -169,4 +169,4 @@ class JsonRpcFront:
 def routes(services: FrontServices, settings: JsonRpcFrontSettings) -> list[BaseRoute]:
     """The one route of the front (`gateway.plugins.FrontPlugin`)."""
     front = JsonRpcFront(services, settings)
-    return [Route(front.path, front.handle, methods=["POST"])]
+    return [raw_route(front.path, front.handle, ["POST"])]

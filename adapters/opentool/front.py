@@ -20,11 +20,11 @@ from gateway.http import (
     is_json_content_type,
     json_response,
     parse_json,
-    read_body,
     retry_after_headers,
     unsupported_media,
 )
 from gateway.model import Answered, Call, CallContext, Principal
+from gateway.wire import Answer, WireRequest, json_answer, raw_route
 
 if TYPE_CHECKING:
     from adapters.opentool.settings import OpenToolFrontSettings
@@ -48,8 +48,8 @@ def _malformed(message: str, code: int = codec.INVALID_REQUEST, call_id: str | N
     return _Rejected(Failure(kind=ErrorKind.MALFORMED, message=message), code, call_id)
 
 
-def _rejection_response(rejected: _Rejected) -> Response:
-    return json_response(
+def _rejection_response(rejected: _Rejected) -> Answer:
+    return json_answer(
         codec.failure_body(rejected.call_id, rejected.failure, rejected.code),
         status=rejected.status or codec.status_of(rejected.failure),
     )
@@ -63,13 +63,13 @@ class OpenToolFront:
         self.prefix = settings.prefix
         self.server_url = settings.server_url
 
-    def _authenticate(self, request: Request) -> Principal | None:
+    def _authenticate(self, request: Request | WireRequest) -> Principal | None:
         try:
             return self.services.authenticate(request.headers)
         except GatewayError as exc:
             raise _Rejected(exc.failure, 401) from None
 
-    async def _parse_call(self, request: Request) -> tuple[Call, str]:
+    async def _parse_call(self, request: WireRequest) -> tuple[Call, str]:
         principal = self._authenticate(request)
         if (form := browser_form_content_type(request)) is not None:
             raise _Rejected(unsupported_media(form), codec.INVALID_REQUEST, status=415)
@@ -79,7 +79,7 @@ class OpenToolFront:
             )
         try:
             limits = self.services.limits
-            body = parse_json(await read_body(request, limits.max_body_bytes), limits.max_json_depth)
+            body = parse_json(await request.read(limits.max_body_bytes), limits.max_json_depth)
         except GatewayError as exc:
             code = codec.PARSE_ERROR if exc.failure.kind == ErrorKind.MALFORMED else codec.INVALID_REQUEST
             raise _Rejected(exc.failure, code) from None
@@ -115,23 +115,23 @@ class OpenToolFront:
         )
         return Call(tool=method, arguments=params, context=context), body["id"]
 
-    async def version(self, request: Request) -> Response:
+    async def version(self, request: Request) -> Answer | Response:
         try:
             self._authenticate(request)
         except _Rejected as rejected:
             return _rejection_response(rejected)
         return json_response({"version": self.services.version})
 
-    async def call(self, request: Request) -> Response:
+    async def call(self, request: WireRequest) -> Answer:
         try:
             call, call_id = await self._parse_call(request)
         except _Rejected as rejected:
             return _rejection_response(rejected)
         outcome = await self.services.call(call)
         status, body = codec.call_answer(call_id, call.tool, outcome)  # as the console presents it too
-        return json_response(body, status=status, headers=retry_after_headers(outcome.error))
+        return json_answer(body, status=status, headers=retry_after_headers(outcome.error))
 
-    async def stream_call(self, request: Request) -> Response:
+    async def stream_call(self, request: WireRequest) -> Answer | Response:
         try:
             call, call_id = await self._parse_call(request)
         except _Rejected as rejected:
@@ -173,7 +173,7 @@ class OpenToolFront:
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-    async def load(self, request: Request) -> Response:
+    async def load(self, request: Request) -> Answer | Response:
         try:
             principal = self._authenticate(request)
         except _Rejected as rejected:
@@ -205,7 +205,7 @@ def routes(services: FrontServices, settings: OpenToolFrontSettings) -> list[Bas
     p = front.prefix
     return [
         Route(f"{p}/version", front.version, methods=["GET"]),
-        Route(f"{p}/call", front.call, methods=["POST"]),
-        Route(f"{p}/streamCall", front.stream_call, methods=["POST"]),
+        raw_route(f"{p}/call", front.call, ["POST"]),
+        raw_route(f"{p}/streamCall", front.stream_call, ["POST"]),
         Route(f"{p}/load", front.load, methods=["GET"]),
     ]

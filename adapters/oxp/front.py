@@ -15,23 +15,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from adapters.oxp import codec
 from gateway import tracing
 from gateway.auth import client_credentials
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.http import (
-    browser_form_content_type,
-    json_response,
-    parse_json,
-    read_body,
-    retry_after_headers,
-    unsupported_media,
-)
+from gateway.http import browser_form_content_type, parse_json, retry_after_headers, unsupported_media
 from gateway.model import Call, CallContext, Principal, ToolSpec
+from gateway.wire import Answer, WireRequest, json_answer, raw_route
 
 if TYPE_CHECKING:
     from adapters.oxp.settings import OxpFrontSettings
@@ -44,11 +36,12 @@ MAX_LISTED = 20  # names in a "what exists" developer message
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 log = structlog.get_logger("toolplex.oxp")
-Handler = Callable[[Request], Awaitable[Response]]
+Handler = Callable[[WireRequest], Awaitable[Answer]]
+VERSION_ONLY = {codec.VERSION_HEADER: codec.OXP_VERSION}
 
 
-def respond(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return json_response(body, status=status, headers={codec.VERSION_HEADER: codec.OXP_VERSION, **(headers or {})})
+def respond(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Answer:
+    return json_answer(body, status, {**VERSION_ONLY, **headers} if headers else VERSION_ONLY)
 
 
 def failure_headers(failure: Failure | None) -> dict[str, str]:
@@ -60,7 +53,7 @@ def failure_headers(failure: Failure | None) -> dict[str, str]:
     return headers
 
 
-def failure_response(failure: Failure, shape: codec.Shape = codec.Shape.FLAT) -> Response:
+def failure_response(failure: Failure, shape: codec.Shape = codec.Shape.FLAT) -> Answer:
     """A failure answered before the tool ran: 400 / 401 / 413 / 422 with the spec's error body."""
     return respond(
         codec.wrap_error(shape, codec.error_body(failure)), codec.status_of(failure), failure_headers(failure)
@@ -71,12 +64,12 @@ def guarded(handler: Handler) -> Handler:
     """No traceback ever reaches a client: an unexpected error is logged and answered as JSON."""
 
     @functools.wraps(handler)
-    async def run(request: Request) -> Response:
+    async def run(request: WireRequest) -> Answer:
         try:
             return await handler(request)
         except Exception:
             incident = uuid.uuid4().hex
-            log.exception("oxp_internal_error", incident=incident, path=request.url.path)
+            log.exception("oxp_internal_error", incident=incident, path=request.path)
             failure = Failure(kind=ErrorKind.INTERNAL, message=f"Internal error; quote {incident} to the operator")
             return respond(codec.server_error(failure), 500)
 
@@ -91,12 +84,12 @@ class OxpFront:
         self.settings = settings
         self.runs = runs
 
-    async def health(self, _request: Request) -> Response:
+    async def health(self, _request: WireRequest) -> Answer:
         if self.services.ready:
             return respond({"status": "ok"})
         return respond({"status": "starting"}, 503)
 
-    async def list_tools(self, request: Request) -> Response:
+    async def list_tools(self, request: WireRequest) -> Answer:
         try:
             principal = self.services.authenticate(request.headers)
             codec.check_version_header(request.headers.get(codec.VERSION_HEADER))
@@ -110,7 +103,7 @@ class OxpFront:
         )
         return respond(listing)
 
-    async def call(self, request: Request) -> Response:
+    async def call(self, request: WireRequest) -> Answer:
         shape = codec.Shape.FLAT
         try:
             principal = self.services.authenticate(request.headers)
@@ -119,7 +112,7 @@ class OxpFront:
                 return respond(codec.wrap_error(shape, codec.error_body(unsupported_media(form))), 415)
             _check_content_type(request)
             limits = self.services.limits
-            body = parse_json(await read_body(request, limits.max_body_bytes), limits.max_json_depth)
+            body = parse_json(await request.read(limits.max_body_bytes), limits.max_json_depth)
             shape, inner = codec.unwrap(body)
             parsed = codec.parse_call_request(inner)
             spec = _resolve(self.services, principal, parsed.tool_id)
@@ -147,17 +140,17 @@ class OxpFront:
         status, body = codec.call_answer(outcome, shape)  # as the console presents it too
         return respond(body, status, failure_headers(outcome.error) if status != 200 else None)
 
-    async def not_allowed(self, request: Request) -> Response:
-        allowed = "POST" if request.url.path.endswith("/tools/call") else "GET, HEAD"
+    async def not_allowed(self, request: WireRequest) -> Answer:
+        allowed = "POST" if request.path.endswith("/tools/call") else "GET, HEAD"
         failure = Failure(
             kind=ErrorKind.MALFORMED,
-            message=f"Method {request.method} is not allowed on {request.url.path}",
+            message=f"Method {request.method} is not allowed on {request.path}",
             developer_message=f"Use {allowed}",
         )
         return respond(codec.server_error(failure), 405, {"Allow": allowed})
 
 
-def _check_content_type(request: Request) -> None:
+def _check_content_type(request: WireRequest) -> None:
     """JSON or no Content-Type at all (tolerated); a form or text body is refused."""
     raw = request.headers.get("content-type")
     if raw is None:
@@ -232,10 +225,10 @@ def routes(services: FrontServices, settings: OxpFrontSettings) -> list[BaseRout
     p = settings.prefix
     fallback = guarded(front.not_allowed)
     return [
-        Route(f"{p}/health", guarded(front.health), methods=["GET"]),
-        Route(f"{p}/tools", guarded(front.list_tools), methods=["GET"]),
-        Route(f"{p}/tools/call", guarded(front.call), methods=["POST"]),
-        Route(f"{p}/health", fallback, methods=ALL_METHODS),
-        Route(f"{p}/tools", fallback, methods=ALL_METHODS),
-        Route(f"{p}/tools/call", fallback, methods=ALL_METHODS),
+        raw_route(f"{p}/health", guarded(front.health), ["GET"]),
+        raw_route(f"{p}/tools", guarded(front.list_tools), ["GET"]),
+        raw_route(f"{p}/tools/call", guarded(front.call), ["POST"]),
+        raw_route(f"{p}/health", fallback, ALL_METHODS),
+        raw_route(f"{p}/tools", fallback, ALL_METHODS),
+        raw_route(f"{p}/tools/call", fallback, ALL_METHODS),
     ]

@@ -63,6 +63,7 @@ from gateway.model import (
     principal_name,
 )
 from gateway.sessions import Session
+from gateway.wire import Answer, RawEndpoint, WireRequest, json_answer
 from gateway.workspaces import key_for
 
 if TYPE_CHECKING:
@@ -95,7 +96,8 @@ STATUS_KINDS = {
 
 log = structlog.get_logger("toolplex.toolserver")
 
-Handler = Callable[[Request, "_Caller"], Awaitable[Response]]
+AnyRequest = Request | WireRequest  # the call route is raw (`gateway.wire`); the others take Starlette's
+Handler = Callable[[Any, "_Caller"], Awaitable[Response | Answer]]
 
 
 class _Answer(Exception):
@@ -110,10 +112,9 @@ class _Answer(Exception):
 class _Forward(Exception):
     """The request is for another replica: its session's home."""
 
-    def __init__(self, url: str, body: bytes | None = None) -> None:
+    def __init__(self, url: str) -> None:
         super().__init__(url)
-        self.url = url
-        self.body = body  # the body already read here, when it was
+        self.url = url  # raised before the body is read: it goes on unread
 
 
 class _Caller:
@@ -148,8 +149,8 @@ def _still_running(outcome: Outcome) -> bool:
     return failure is not None and failure.kind == ErrorKind.PENDING and "next_calling" not in failure.details
 
 
-def _respond(answer: codec.Answer) -> Response:
-    return json_response(answer.body, status=answer.status, headers=answer.headers)
+def _respond(answer: codec.Answer) -> Answer:
+    return json_answer(answer.body, status=answer.status, headers=answer.headers)
 
 
 def _shown(node_id: str) -> str:
@@ -192,13 +193,13 @@ class ToolServerFront:
 
     # ---- plumbing shared by every endpoint ----
 
-    def _authenticate(self, request: Request) -> Principal | None:
+    def _authenticate(self, request: AnyRequest) -> Principal | None:
         try:
             return self.services.authenticate(request.headers)
         except GatewayError as exc:
             raise _Answer(401, exc.failure.message) from None
 
-    async def _caller(self, request: Request) -> _Caller:
+    async def _caller(self, request: AnyRequest) -> _Caller:
         principal = self._authenticate(request)
         node_id = request.cookies.get(COOKIE)
         if node_id is None:
@@ -211,7 +212,7 @@ class ToolServerFront:
         self.services.workspaces.touch(key_for(caller.context()))  # the workspace lives as long as its session
         return caller
 
-    async def _at_home(self, request: Request, session: Session) -> Session:
+    async def _at_home(self, request: AnyRequest, session: Session) -> Session:
         """Forward the request to the session's home replica; adopt the session when that replica was lost, is
         stopping, or cannot be connected to (`gateway.homes`: a session moves; its files are on the shared
         workspace volume where one is configured, its upstream node sessions are opened again).
@@ -227,13 +228,12 @@ class ToolServerFront:
         log.warning("session_adopted", former_home=session.home, replica=self.services.replicas.id)
         return await self.sessions.adopt(session)
 
-    async def _body(self, request: Request) -> Any:
+    async def _body(self, request: AnyRequest) -> Any:
         """The JSON body, or None when there is none."""
         try:
             raw = await read_body(request, self.services.limits.max_body_bytes)
         except GatewayError as exc:
             raise _Answer(413, exc.failure.message) from None
-        request.state.raw_body = raw  # kept, should the request be forwarded after it was read
         if not raw.strip():
             return None
         try:
@@ -266,17 +266,20 @@ class ToolServerFront:
             items = [codec.validation_item("dict_type", ["body"], "This endpoint takes no parameters", body)]
         raise _Answer(422, items)
 
-    def _endpoint(self, handler: Handler, *, with_session: bool = True) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request, home_unreachable: bool = False) -> Response:
+    def _endpoint(
+        self, handler: Handler, *, with_session: bool = True
+    ) -> Callable[[AnyRequest], Awaitable[Response | Answer]]:
+        async def endpoint(request: AnyRequest, home_unreachable: bool = False) -> Response | Answer:
             try:
                 caller = await self._caller(request) if with_session else _Caller(self._authenticate(request), None)
                 form = browser_form_content_type(request)
-                if form is not None and not request.url.path.endswith("/upload_file"):  # multipart by protocol
+                if form is not None and not request.scope["path"].endswith("/upload_file"):  # multipart by protocol
                     raise _Answer(415, unsupported_media(form).message)
                 return await handler(request, caller)
             except _Forward as forward:
+                unread = request.starlette() if isinstance(request, WireRequest) else request
                 try:
-                    return await self.services.homes.forward(request, forward.url, body=forward.body)
+                    return await self.services.homes.forward(unread, forward.url)
                 except HomeUnreachable as exc:
                     if home_unreachable:  # adopted, and its new home is unreachable too: answer
                         return self._failure(exc.failure)
@@ -284,19 +287,19 @@ class ToolServerFront:
                 except GatewayError as exc:
                     return self._failure(exc.failure)
             except _Answer as answer:
-                return json_response(codec.detail(answer.detail), status=answer.status)
+                return json_answer(codec.detail(answer.detail), status=answer.status)
             except GatewayError as exc:  # e.g. the shared state store is unreachable
                 return self._failure(exc.failure)
             except workspace.WorkspaceAnswer as answer:
-                return json_response(codec.detail(answer.detail), status=answer.status)
+                return json_answer(codec.detail(answer.detail), status=answer.status)
             except shapes.BadRequest as bad:
-                return json_response(codec.detail(bad.detail), status=422)
+                return json_answer(codec.detail(bad.detail), status=422)
 
         return endpoint
 
     @staticmethod
-    def _failure(failure: Failure) -> Response:
-        return json_response(
+    def _failure(failure: Failure) -> Answer:
+        return json_answer(
             codec.detail(codec.failure_detail(failure)),
             status=codec.status_of(failure),
             headers=retry_after_headers(failure),
@@ -343,7 +346,7 @@ class ToolServerFront:
         response.set_cookie(COOKIE, session.id, path=self.prefix or "/", httponly=True, samesite="lax")
         return response
 
-    async def get_available_tools(self, request: Request, caller: _Caller) -> Response:
+    async def get_available_tools(self, request: Request, caller: _Caller) -> Answer:
         await self._no_parameters(request)
         principal = caller.principal
 
@@ -368,7 +371,7 @@ class ToolServerFront:
         )
         schemaless = tuple((name, tuple(sorted(flats))) for name, flats in unlisted.items())
         key = (FRONT, "tools", self.env_tool_cap, described, schemaless)
-        return json_response(self.services.listing(key, principal, build))
+        return json_answer(self.services.listing(key, principal, build))
 
     def _schemas_unlisted(self) -> dict[str, frozenset[str]]:
         """backend -> the flat names of the tools its node lists without a schema (`toolserver` backends)."""
@@ -379,7 +382,7 @@ class ToolServerFront:
                 found[name] = flats
         return found
 
-    async def retrieving_tools(self, request: Request, caller: _Caller) -> Response:
+    async def retrieving_tools(self, request: Request, caller: _Caller) -> Answer:
         if request.method == "GET":
             wanted = shapes.retrieval_request(dict(request.query_params), where="query")
         else:
@@ -389,7 +392,7 @@ class ToolServerFront:
             return await self._retrieve_at(node, request, wanted, caller)
         # Off the event loop; only tools this caller may call (a restricted key still gets top_k of its own).
         found = await self.services.search(wanted.question, wanted.top_k, caller.principal)
-        return json_response(
+        return json_answer(
             {"retrieved_tools": [codec.tool_name(s) for s in found], "tools_json": [codec.tool_json(s) for s in found]}
         )
 
@@ -404,7 +407,7 @@ class ToolServerFront:
 
     async def _retrieve_at(
         self, backend: str, request: Request, wanted: shapes.RetrievalRequest, caller: _Caller
-    ) -> Response:
+    ) -> Response | Answer:
         """The node's own `/retrieving_tools` answer, a LIST request of the caller's through the pipeline (to its
         own node session), kept to the tools the caller may call here under the node's names (in the node's order,
         its entries as it gave them); the node's error as it came."""
@@ -425,7 +428,7 @@ class ToolServerFront:
         ]
         shown = set(kept)
         entries = [e for e in answer["tools_json"] if isinstance(e, dict) and e.get("name") in shown]
-        return json_response({**answer, "retrieved_tools": kept, "tools_json": entries})
+        return json_answer({**answer, "retrieved_tools": kept, "tools_json": entries})
 
     def _served_by(self, name: str, backend: str, principal: Principal | None) -> bool:
         """`name` is a tool of `backend` the caller may call here under that very name."""
@@ -439,7 +442,7 @@ class ToolServerFront:
             return shapes.names_request({keys[0]: names, **extra}, keys, where="query")
         return shapes.names_request(await self._body(request), keys)
 
-    async def get_json_schema_for_tools(self, request: Request, caller: _Caller) -> Response:
+    async def get_json_schema_for_tools(self, request: Request, caller: _Caller) -> Answer:
         names = await self._names(request, ("tools", "tool_names"))
         tools_json, missing = [], []
         for name in names:
@@ -448,14 +451,14 @@ class ToolServerFront:
                 missing.append(name)
             else:
                 tools_json.append(codec.tool_json(spec))
-        return json_response({"tools_json": tools_json, "missing_tools": missing})
+        return json_answer({"tools_json": tools_json, "missing_tools": missing})
 
-    async def get_json_schema_for_envs(self, request: Request, caller: _Caller) -> Response:
+    async def get_json_schema_for_envs(self, request: Request, caller: _Caller) -> Answer:
         names = await self._names(request, ("envs", "env_names"))
         envs, missing = self._envs(caller.principal, None, names)
-        return json_response({"envs_json": envs, "missing_envs": missing})
+        return json_answer({"envs_json": envs, "missing_envs": missing})
 
-    async def execute_tool(self, request: Request, caller: _Caller) -> Response:
+    async def execute_tool(self, request: WireRequest, caller: _Caller) -> Answer:
         wanted = shapes.execute_request(await self._body(request))
         name = wanted.tool_name
         if wanted.env_name is not None:
@@ -489,7 +492,7 @@ class ToolServerFront:
             return self._retry(handle)
         return self._render(outcome, name, wanted.arguments)  # answered in time: nothing was recorded
 
-    async def _collect(self, request: Request, arguments: dict[str, Any], caller: _Caller) -> Response:
+    async def _collect(self, request: WireRequest, arguments: dict[str, Any], caller: _Caller) -> Answer:
         """Collect a result handle: a request of the caller's own through the pipeline (`RequestKind.COLLECT`:
         its limits, middleware, metrics and call log); a handle that is not this session's is answered
         exactly as one that never existed."""
@@ -523,31 +526,31 @@ class ToolServerFront:
         return self._render(outcome, str(meta.get("tool") or ""), meta.get("arguments") or {})
 
     @staticmethod
-    def _retry(handle: str) -> Response:
+    def _retry(handle: str) -> Answer:
         detail = codec.retry_detail(COLLECT_TOOL, {"handle": handle})
-        return json_response(codec.detail(detail), status=codec.RETRY_STATUS)
+        return json_answer(codec.detail(detail), status=codec.RETRY_STATUS)
 
     @staticmethod
-    def _render(outcome: Outcome, name: str, arguments: dict[str, Any]) -> Response:
+    def _render(outcome: Outcome, name: str, arguments: dict[str, Any]) -> Answer:
         return _respond(codec.call_answer(outcome, name, arguments))  # as the console presents it too
 
     # ---- sessions ----
 
-    async def close_session(self, request: Request, caller: _Caller) -> Response:
+    async def close_session(self, request: Request, caller: _Caller) -> Answer:
         await self._no_parameters(request)
         node_id = request.cookies.get(COOKIE)
         session = await self.sessions.get(node_id, caller.principal) if node_id is not None else None
         if session is None:
-            return json_response(_invalid_node(node_id))
+            return json_answer(_invalid_node(node_id))
         self.services.runs.cancel_owned_by(_Caller(caller.principal, session).owner)
-        return json_response(f"Close session: {session.id}")
+        return json_answer(f"Close session: {session.id}")
 
     async def release_session(self, request: Request, caller: _Caller) -> Response:
         await self._no_parameters(request)
         node_id = request.cookies.get(COOKIE)
         session = await self.sessions.release(node_id, caller.principal) if node_id is not None else None
         if session is None:
-            return json_response(_invalid_node(node_id))
+            return json_answer(_invalid_node(node_id))
         self.services.runs.cancel_owned_by(_Caller(caller.principal, session).owner)
         for key in session.owned:  # its runs' records went with the session (`SessionRegistry.release`)
             self.services.runs.forget(key)
@@ -669,13 +672,13 @@ class ToolServerFront:
 
         return forward
 
-    async def reconnect_session(self, request: Request, caller: _Caller) -> Response:
+    async def reconnect_session(self, request: Request, caller: _Caller) -> Answer:
         await self._no_parameters(request)
         node_id = request.cookies.get(COOKIE)
         session = await self.sessions.get(node_id, caller.principal) if node_id is not None else None
         if session is None:
-            return json_response(_invalid_node(node_id))
-        return json_response(f"Reconnect session: {session.id}")
+            return json_answer(_invalid_node(node_id))
+        return json_answer(f"Reconnect session: {session.id}")
 
 
 @contextlib.asynccontextmanager
@@ -752,11 +755,13 @@ def routes(services: FrontServices, settings: ToolServerFrontSettings) -> list[B
     for path in WORKSPACE_PATHS:  # the upstream node's files when one holds them, else the gateway's own
         serve = front._passthrough(f"/{path}") if front.workspace_backend is not None else front._local(path)
         table.append((path, serve, ["POST"]))
+    raw = {"execute_tool"}  # the call route: on raw ASGI (`gateway.wire`)
     return [
         Route(
             f"{p}/{path}",
-            front._endpoint(handler, with_session=path not in session_free),
+            RawEndpoint(endpoint) if path in raw else endpoint,
             methods=methods,
         )
         for path, handler, methods in table
+        for endpoint in [front._endpoint(handler, with_session=path not in session_free)]
     ]

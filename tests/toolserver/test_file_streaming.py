@@ -203,6 +203,9 @@ async def asgi_post(
             complete = not message.get("more_body", False)
             if leave_after is not None and len(received) >= leave_after:
                 gone.set()
+                # A real server's send yields to the loop: without this, a body already buffered from the
+                # node could all be sent before the disconnect listener ever ran (a flaky "complete").
+                await asyncio.sleep(0)
 
     scope = {
         "type": "http",
