@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import structlog
 from gateway import tracing
 from gateway.middleware import CallLog
 from gateway.model import Call, CallContext, Outcome, Principal
-from gateway.observability import REDACTED, configure_logging, register_secrets
+from gateway.observability import REDACTED, _timestamp, configure_logging, register_secrets
 
 SECRET = "planted-secret-7c1e9a2b"
 
@@ -143,3 +144,14 @@ async def test_the_call_log_writes_nothing_above_info_and_follows_another_set_up
     with structlog.testing.capture_logs() as captured:  # a set-up of someone else's: structlog as configured
         await log.after(call, Outcome(call_id="c-2", spec=None, value=1))
     assert [(e["event"], e["call_id"], e["outcome"]) for e in captured] == [("call", "c-2", "ok")]
+
+
+@pytest.mark.parametrize(
+    "created",
+    [0.0, 1_764_355_200.5, 1_764_355_200.999999, 1_764_355_200.9999996, 1_764_355_201.000001, 4_102_444_799.75],
+)
+def test_time_stamps_are_iso_utc_with_microseconds_whatever_second_was_formatted_last(created: float) -> None:
+    expected = datetime.fromtimestamp(created, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert _timestamp(created) == expected
+    assert _timestamp(created + 3600.0) != expected  # another second, formatted anew
+    assert _timestamp(created) == expected  # and back
