@@ -3,7 +3,8 @@
 An `Endpoint` (`adapters.mcp.server.endpoint`) is the `mcp` SDK's low-level server and session manager, and
 importing the SDK costs a good part of a gateway's start-up. So the routes hold a `Place` per path instead,
 which imports the endpoint module and builds the endpoint when the first request reaches it: a gateway whose
-MCP front is on but has no MCP client yet never loads the SDK, and that first request pays for it once.
+MCP front is on but has no MCP client yet never loads the SDK, and that first request pays for it once (about
+half a second; the import runs in a worker thread, so the event loop keeps serving other requests meanwhile).
 
 A place lives as long as the gateway (`FrontServices.kept`), as the endpoint did: the endpoint's sessions
 outlive a reload, and each reload hands the place its new settings, kept for the endpoint until it exists.
@@ -11,6 +12,8 @@ outlive a reload, and each reload hands the place its new settings, kept for the
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 from typing import TYPE_CHECKING, Final
 
 from starlette.routing import BaseRoute, Route
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
 FRONT: Final = "mcp"
 ALL: Final = ("*",)  # include globs that take every tool
 METHODS: Final = ["GET", "POST", "DELETE"]
+ENDPOINT_MODULE: Final = "adapters.mcp.server.endpoint"  # the endpoint, and with it the SDK
 
 
 class Place:
@@ -56,7 +60,10 @@ class Place:
         return self.endpoint
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint = self.endpoint if self.endpoint is not None else self.built()
+        endpoint = self.endpoint
+        if endpoint is None:
+            await asyncio.to_thread(importlib.import_module, ENDPOINT_MODULE)  # off the event loop
+            endpoint = self.built()  # (a request that came meanwhile may have built it: then that one)
         await endpoint(scope, receive, send)
 
 
