@@ -23,8 +23,6 @@ from gateway.edge import Edge, EdgeOptions
 from gateway.fronts import front_routes
 from gateway.guard import HostOriginGuard, default_hosts
 from gateway.http import json_response
-from gateway.oauth.challenge import OAuthChallenges, metadata_routes
-from gateway.oauth.resource import Published
 from gateway.observability import config_secrets, register_secrets
 from gateway.router import IndexedRouter
 from gateway.runtime import Gateway
@@ -60,7 +58,10 @@ def front_app_builder(bind_host: str | None, options: EdgeOptions) -> Any:
         wrap = None
         oauth_routes = []
         oauth = config.settings.auth.oauth
-        if oauth is not None:
+        if oauth is not None:  # the OAuth resource (PyJWT, cryptography) loads only for a gateway that is one
+            from gateway.oauth.challenge import OAuthChallenges, metadata_routes
+            from gateway.oauth.resource import Published
+
             published = Published.of(oauth, server.public_url)
 
             def wrap(app: ASGIApp) -> ASGIApp:

@@ -10,8 +10,6 @@ from dataclasses import replace
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Protocol
 
-import jwt
-
 from gateway.errors import ConfigError, ErrorKind, GatewayError
 from gateway.model import Principal
 from gateway.observability import register_secrets
@@ -107,6 +105,8 @@ class JwtAuth:
         )
 
     def authenticate(self, token: str) -> Principal | None:
+        import jwt  # PyJWT (and cryptography) load only for a gateway that checks JWTs
+
         try:
             header = jwt.get_unverified_header(token)
         except jwt.DecodeError:
@@ -170,6 +170,8 @@ def verified_claims(
     """A JWT's claims once its signature (`key`, `algorithm`), `aud`, `iss`, `exp`/`nbf` and required claims
     hold; else UNAUTHENTICATED saying which did not (`foreign_audience` for a token meant for another audience).
     The shared-secret JWTs and the OAuth issuers' tokens are decoded here alike."""
+    import jwt  # PyJWT (and cryptography) load only for a gateway that checks JWTs
+
     try:
         return jwt.decode(
             token,
@@ -327,13 +329,13 @@ def build_authenticator(
     `auth` is the typed `auth` section (api_keys, jwt, oauth); `public_url` (`server.public_url`) is the
     OAuth resource when `auth.oauth.resource` is not set.
     """
-    from gateway.oauth.resource import OAuthTokens, Published  # they build on this module's JWT helpers
-
     methods: list[AuthMethod] = []
     oauth = None
     if auth.api_keys:
         methods.append(ApiKeys(auth.api_keys))
     if auth.oauth is not None:
+        from gateway.oauth.resource import OAuthTokens, Published  # they build on this module's JWT helpers
+
         oauth = OAuthTokens(auth.oauth, Published.of(auth.oauth, public_url))
         methods.append(oauth)
     if auth.jwt is not None and auth.jwt.secret_env:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from gateway.config.models import LimitsSettings
 from gateway.model import CallContext, ToolSpec
 from gateway.ownership import Shares
-from gateway.upstream import UPSTREAMS
+from gateway.upstream_registry import UPSTREAMS
 
 if TYPE_CHECKING:
     from gateway.settings import BackendSettings

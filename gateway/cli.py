@@ -167,7 +167,7 @@ async def _serve(gateway: Any, server: Any, path: str, *, watch: bool) -> int:
             for problem in exc.problems:
                 print(problem, file=sys.stderr)
             return 1
-        settle_heap()
+        settle_heap(start=True)
         reloader.start(watch=watch)
         try:
             await server.serve()

@@ -20,17 +20,18 @@ answer are its server's own, which the forwarding replica's server adds again
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.aiohttp_transport import AiohttpTransport
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.http import PassedOnResponse
 from gateway.replicas import Replicas
-from gateway.upstream import CookielessClient
 from gateway.wire import WireRequest
+
+if TYPE_CHECKING:
+    import httpx
 
 HOP_HEADER = "x-toolplex-forwarded-by"
 CONNECT_TIMEOUT_S = 2.0
@@ -90,6 +91,12 @@ class Forwarder:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
+            # The HTTP clients load when a first request is forwarded: a single gateway never forwards.
+            import httpx
+
+            from gateway.aiohttp_transport import AiohttpTransport
+            from gateway.upstream import CookielessClient
+
             self._client = CookielessClient(  # one client for every caller: it keeps no cookies
                 transport=AiohttpTransport(max_connections=MAX_CONNECTIONS, keepalive_expiry=5.0),
                 timeout=httpx.Timeout(self.timeout_s, connect=CONNECT_TIMEOUT_S),
@@ -101,6 +108,8 @@ class Forwarder:
 
         Raises `GatewayError` (upstream_unavailable) when the owner cannot be reached.
         """
+        import httpx
+
         dropped = {HOP_HEADER, "content-length"} if body is not None else {HOP_HEADER}
         headers = end_to_end(request.headers.raw, dropped=dropped)
         headers.append((HOP_HEADER.encode(), self.replicas.id.encode()))

@@ -36,7 +36,7 @@ from gateway.middleware import BaseMiddleware
 from gateway.model import Call, Outcome, labels_of
 from gateway.plugins import Adapter, FrontPlugin, fronts
 from gateway.settings import FrontSettings
-from gateway.upstream import UPSTREAMS
+from gateway.upstream_registry import UPSTREAMS
 
 if TYPE_CHECKING:
     from gateway.pipeline import Next

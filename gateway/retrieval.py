@@ -28,8 +28,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import snowballstemmer
-
 from gateway.catalog import Catalog
 from gateway.model import Principal, ToolSpec, permitted
 
@@ -58,6 +56,10 @@ class Tokenizer:
     MAX_STEMS = 200_000
 
     def __init__(self) -> None:
+        # Imported here: the package loads the stemmers of every language it has, a cost paid when the first
+        # index is built (the first retrieval), not by every gateway start.
+        import snowballstemmer
+
         self._stemmer = snowballstemmer.stemmer("english")
         self._lock = threading.Lock()  # Snowball stemmers keep state between calls
         self._stems: dict[str, str] = {}

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from gateway.oauth.client import UpstreamOAuthSettings
+from gateway.oauth.settings import UpstreamOAuthSettings
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]+$"
 PART_PATTERN = r"^[A-Za-z0-9_]+$"

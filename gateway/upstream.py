@@ -37,7 +37,6 @@ import json
 import random
 import re
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -54,12 +53,13 @@ from yarl import URL
 
 from gateway import tracing
 from gateway.aiohttp_transport import CHUNK_BYTES, AiohttpTransport, mapped, send, timeout_of
-from gateway.breaker import STATE_VALUES, CircuitBreaker, Permit
+from gateway.breaker import CircuitBreaker, Permit
 from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, Failure, GatewayError
 from gateway.model import CallContext
 from gateway.oauth.client import Caller, StateStoreLike, UpstreamAuth, UpstreamOAuth, caller_of
 from gateway.settings import BreakerSettings, UpstreamBackendSettings, UpstreamTimeouts
+from gateway.upstream_registry import UPSTREAMS
 
 __all__ = [
     "UPSTREAMS",
@@ -320,37 +320,6 @@ def _json_body(value: Any) -> bytes:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:  # an integer past 64 bits, a key that is no string, ...
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-class UpstreamRegistry:
-    """Every open `Upstream` by backend name: how the core shows breaker states (/readyz, /metrics)
-    without knowing in which attribute each backend keeps its clients. Weak references only;
-    an upstream leaves when closed, so the registry never outgrows the configuration."""
-
-    def __init__(self) -> None:
-        self._by_name: dict[str, list[weakref.ref[Upstream]]] = {}
-
-    def add(self, upstream: Upstream) -> None:
-        refs = [r for r in self._by_name.get(upstream.name, []) if r() is not None]
-        self._by_name[upstream.name] = [*refs, weakref.ref(upstream)]
-
-    def remove(self, upstream: Upstream) -> None:
-        refs = [r for r in self._by_name.get(upstream.name, []) if r() not in (None, upstream)]
-        if refs:
-            self._by_name[upstream.name] = refs
-        else:
-            self._by_name.pop(upstream.name, None)
-
-    def of(self, name: str) -> list[Upstream]:
-        return [u for u in (r() for r in self._by_name.get(name, [])) if u is not None]
-
-    def breaker_state(self, name: str) -> str | None:
-        """The worst breaker state among the backend's upstreams; None when it has none."""
-        states = [u.breaker.state for u in self.of(name)]
-        return max(states, key=STATE_VALUES.__getitem__) if states else None
-
-
-UPSTREAMS = UpstreamRegistry()
 
 
 class Upstream:

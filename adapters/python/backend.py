@@ -65,8 +65,9 @@ def collector_paused() -> Iterator[None]:
     Afterwards everything sits in the youngest generation, which the next collections
     would scan whole, twice, before it ages. `gc.freeze()` then `gc.unfreeze()` moves
     every object to the oldest generation without a scan (CPython documents both), where
-    the next full collection (the server's `settle_heap` after start-up) looks at them
-    once. Only when nothing was frozen before: `unfreeze` would release that too.
+    the next full collection looks at them once (after start-up, the server's `settle_heap`
+    freezes them instead). Only when nothing was frozen before: `unfreeze` would release
+    that too.
     """
     was_enabled = gc.isenabled()
     gc.disable()

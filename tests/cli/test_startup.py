@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from tests.support import DEFAULT_CONFIG, ROOT, stop
+from tests.support import BUILTIN_BACKENDS, DEFAULT_CONFIG, ROOT, stop
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "toolplex"
 LISTENING = re.compile(
@@ -39,6 +39,37 @@ DISCOVERY_TOTAL_S = 2.0
 START_WAIT_FACTOR = 10
 RETRIES = 10
 UPSTREAM_KINDS = ("oxp", "opentool", "jsonrpc", "toolserver")
+
+# What a gateway with every front on, auth off and only in-process tools does not load by the time it listens:
+# each was a sizeable part of every start, and loads where it is used (an MCP client's first request, a token
+# to check, an upstream, a retrieval). `gateway.app` is there to show that the check sees what is loaded.
+LOADED_ONLY_WHEN_USED = (
+    "mcp",
+    "mcp_types",
+    "adapters.mcp.server.endpoint",
+    "jwt",
+    "cryptography",
+    "gateway.oauth.client",
+    "gateway.oauth.resource",
+    "aiohttp",
+    "gateway.upstream",
+    "snowballstemmer",
+)
+# `toolplex serve` whose server, once listening, prints which of the names given are imported, then stops.
+MODULES_AT_LISTENING = """
+import json, sys
+import gateway.serving
+
+class Recording(gateway.serving.GatewayServer):
+    async def startup(self, sockets=None):
+        await super().startup(sockets)
+        print(json.dumps(sorted(name for name in sys.argv[2:] if name in sys.modules)), flush=True)
+        self.should_exit = True
+
+gateway.serving.GatewayServer = Recording
+from gateway.cli import main
+sys.exit(main(["serve", "--config", sys.argv[1], "--port", "0", "--no-reload"]))
+"""
 
 
 def toolplex() -> list[str]:
@@ -161,6 +192,20 @@ def test_listening_line_names_the_port_really_bound(tmp_path: Path) -> None:
         listed = httpx.get(f"{base}/tools", timeout=10).json()["items"]  # every default tool is listed, once
         assert int(match["tools"]) == line["tools"] == len(listed)
     assert sum(1 for event in events(log) if LISTENING.match(str(event.get("event", "")))) == 1
+
+
+def test_a_gateway_without_auth_upstreams_or_mcp_clients_starts_without_their_libraries(tmp_path: Path) -> None:
+    config = tmp_path / "gateway.yaml"
+    config.write_text(f"server: {{host: 127.0.0.1}}\n{BUILTIN_BACKENDS}")  # every front on: the defaults
+    result = subprocess.run(
+        [sys.executable, "-c", MODULES_AT_LISTENING, str(config), "gateway.app", *LOADED_ONLY_WHEN_USED],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=START_WAIT_S,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.splitlines()[-1]) == ["gateway.app"]
 
 
 def test_a_hanging_upstream_delays_the_start_by_its_discovery_bound_at_most(tmp_path: Path) -> None:

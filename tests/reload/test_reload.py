@@ -7,10 +7,12 @@ reloading on SIGHUP and on a change of its file.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import shutil
 import signal
 import textwrap
+import weakref
 from pathlib import Path
 
 import httpx
@@ -18,7 +20,7 @@ import pytest
 
 from gateway.config import parse_config
 from gateway.model import Call
-from gateway.reload import ConfigReloader
+from gateway.reload import ConfigReloader, settle_heap
 from gateway.runtime import Gateway
 from tests.isolation.processes import eventually, running, wait_until
 from tests.support import ROOT, call_tool, served_gateway, started_gateway
@@ -223,3 +225,24 @@ def test_a_change_of_the_file_is_picked_up_without_a_signal(tmp_path: Path) -> N
         assert "Text_WordCount" not in _listed(base)
         path.write_text(config(MATH, TEXT, extra=METRICS))
         assert wait_until(lambda: "Text_WordCount" in _listed(base), timeout=20)
+
+
+class _Cyclic:
+    """Garbage only the cyclic collector can free: it refers to itself."""
+
+    def __init__(self) -> None:
+        self.itself = self
+
+
+def test_garbage_frozen_at_start_is_collected_by_the_first_reload() -> None:
+    """`settle_heap(start=True)` freezes without a full collection; the next reload's settle collects what it froze."""
+    try:
+        left = _Cyclic()
+        gone = weakref.ref(left)
+        del left
+        settle_heap(start=True)
+        assert gone() is not None  # frozen with the rest: never scanned meanwhile
+        settle_heap()  # a reload's
+        assert gone() is None
+    finally:
+        gc.unfreeze()  # the test process's heap is the collector's again
