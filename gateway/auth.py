@@ -74,6 +74,8 @@ class JwtAuth:
         principal_claim: str = "sub",
         issuer: str | None = None,
     ) -> None:
+        import jwt  # noqa: F401  loaded with the configuration asking for it: frozen with start-up (gateway.heap)
+
         self._secret = secret
         self.audience = audience
         self.principal_claim = principal_claim

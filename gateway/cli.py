@@ -156,7 +156,8 @@ async def _serve(gateway: Any, server: Any, path: str, *, watch: bool) -> int:
     point ends in `gateway.close()`, which stops every sidecar and worker. SIGHUP,
     and with `watch` a change of the file, reload the configuration.
     """
-    from gateway.reload import ConfigReloader, settle_heap
+    from gateway.heap import settle_heap
+    from gateway.reload import ConfigReloader
 
     reloader = ConfigReloader(gateway, path)
     server.on_hangup = lambda: reloader.request("SIGHUP")

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.errors import ErrorKind, Failure, GatewayError
+from gateway.heap import settle_import
 from gateway.http import PassedOnResponse
 from gateway.replicas import Replicas
 from gateway.wire import WireRequest
@@ -97,6 +98,7 @@ class Forwarder:
             from gateway.aiohttp_transport import AiohttpTransport
             from gateway.upstream import CookielessClient
 
+            settle_import()  # they live as long as the process: out of the collector's way
             self._client = CookielessClient(  # one client for every caller: it keeps no cookies
                 transport=AiohttpTransport(max_connections=MAX_CONNECTIONS, keepalive_expiry=5.0),
                 timeout=httpx.Timeout(self.timeout_s, connect=CONNECT_TIMEOUT_S),

@@ -11,40 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 from pathlib import Path
 
 import structlog
 
 from gateway.config import load_config
 from gateway.errors import ConfigError
+from gateway.heap import settle_heap
 from gateway.observability import config_secrets, configure_logging, register_secrets
 from gateway.runtime import Gateway
 
 log = structlog.get_logger("toolplex.reload")
 
 WATCH_DEBOUNCE_MS = 200  # editors write a file in several steps: wait for them to settle
-
-
-def settle_heap(*, start: bool = False) -> None:
-    """Move what start-up (or a reload) built out of the cyclic collector's way.
-
-    Settings models, schemas, the catalog and the pipeline live as long as their
-    snapshot; scanning them on every full collection slowed each call by several
-    per cent (measured with bench/compare_trees.py). Frozen objects are never
-    collected, so at a reload the previous snapshot's garbage is collected first,
-    then the rest frozen: a reload leaks nothing.
-
-    At start-up (`start`) there is no previous snapshot, and the collections made
-    while starting leave next to nothing (a few hundred objects, with 4 tools as with
-    10,000): the full pass over the whole heap (30 ms at 4 tools, 100 ms at 10,000)
-    is skipped, and that little garbage is frozen with the rest until the first
-    reload, whose `unfreeze` hands it back to the collector.
-    """
-    gc.unfreeze()
-    if not start:
-        gc.collect()
-    gc.freeze()
 
 
 class ConfigReloader:

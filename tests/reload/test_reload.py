@@ -19,8 +19,9 @@ import httpx
 import pytest
 
 from gateway.config import parse_config
+from gateway.heap import settle_heap
 from gateway.model import Call
-from gateway.reload import ConfigReloader, settle_heap
+from gateway.reload import ConfigReloader
 from gateway.runtime import Gateway
 from tests.isolation.processes import eventually, running, wait_until
 from tests.support import ROOT, call_tool, served_gateway, started_gateway

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Final
 
 from starlette.routing import BaseRoute, Route
 
+from gateway.heap import settle_import
+
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
 
@@ -63,6 +65,8 @@ class Place:
         endpoint = self.endpoint
         if endpoint is None:
             await asyncio.to_thread(importlib.import_module, ENDPOINT_MODULE)  # off the event loop
+            if self.endpoint is None:  # the first request back: the SDK is out of the collector's way
+                settle_import()
             endpoint = self.built()  # (a request that came meanwhile may have built it: then that one)
         await endpoint(scope, receive, send)
 
