@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.config.models import LimitsSettings
 from gateway.errors import ErrorKind, Failure, GatewayError
-from gateway.wire import WireRequest, too_large
+from gateway.wire import WireRequest
 
 log = structlog.get_logger("toolplex.http")
 
@@ -24,20 +24,10 @@ RETRY_AFTER_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.UPSTREAM_UNAVAI
 
 
 async def read_body(request: Request | WireRequest, limit: int) -> bytes:
-    """The request body, refusing more than `limit` bytes without reading them all."""
-    if isinstance(request, WireRequest):
-        return await request.read(limit)
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large(limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The request body, refusing more than `limit` bytes without reading them all (`WireRequest.read`, the one
+    bounded reader: a Starlette request's body is read from its `receive` the same way)."""
+    wire = request if isinstance(request, WireRequest) else WireRequest(request.scope, request.receive)
+    return await wire.read(limit)
 
 
 DEFAULT_MAX_JSON_DEPTH = LimitsSettings().max_json_depth  # the default lives in the model

@@ -756,12 +756,8 @@ def routes(services: FrontServices, settings: ToolServerFrontSettings) -> list[B
         serve = front._passthrough(f"/{path}") if front.workspace_backend is not None else front._local(path)
         table.append((path, serve, ["POST"]))
     raw = {"execute_tool"}  # the call route: on raw ASGI (`gateway.wire`)
-    return [
-        Route(
-            f"{p}/{path}",
-            RawEndpoint(endpoint) if path in raw else endpoint,
-            methods=methods,
-        )
-        for path, handler, methods in table
-        for endpoint in [front._endpoint(handler, with_session=path not in session_free)]
-    ]
+    served: list[BaseRoute] = []
+    for path, handler, methods in table:
+        endpoint = front._endpoint(handler, with_session=path not in session_free)
+        served.append(Route(f"{p}/{path}", RawEndpoint(endpoint) if path in raw else endpoint, methods=methods))
+    return served
