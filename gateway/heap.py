@@ -33,12 +33,13 @@ def settle_heap(*, start: bool = False) -> None:
 
 
 def settle_import() -> None:
-    """Freeze what a module loaded after start-up built (the MCP SDK, on its front's first request).
+    """Freeze what a module loaded after start-up built (the forwarder's HTTP clients, on the first forward).
 
     A module lives as long as the process, like what start-up built, but was loaded after
     `settle_heap` froze that: left to the collector, every full collection scans it
-    again (the MCP SDK's objects made p99 at c=32 about twice what it was with the SDK
-    loaded at start: `make bench`). Nothing is collected first, so the few objects of the
-    requests in flight are frozen with it, once per module, until the next reload.
+    again (the MCP SDK's objects, when it was loaded by its front's first request, made p99
+    at c=32 about twice what it was with the SDK loaded at start: `make bench`). Nothing is
+    collected first, so the few objects of the requests in flight are frozen with it, once
+    per module, until the next reload.
     """
     gc.freeze()

@@ -19,7 +19,7 @@ ADAPTER = Adapter(
     description="Model Context Protocol: MCP servers upstream, over Streamable HTTP or stdio, either protocol era",
     front=FrontPlugin(
         settings=McpFrontSettings,
-        routes="adapters.mcp.server.routes:routes",
+        routes="adapters.mcp.server.endpoint:routes",
         presenter="adapters.mcp.presenter:PRESENTER",
     ),
     backend=BackendPlugin(settings=McpBackendSettings, factory="adapters.mcp.client.backend:McpBackend"),

@@ -17,8 +17,7 @@ its home (and answers 404 for one nobody holds, or someone else's), progress whi
 (`adapters.mcp.server.opening`: the upstreams' capabilities and instructions), and the search meta-tools.
 
 The SDK's session manager lives as long as the process (sessions outlive a configuration reload): one
-endpoint per path, built by its first request and kept beside the gateway's `FrontServices`
-(`adapters.mcp.server.routes`, which hands it each reload's settings).
+endpoint per path, kept beside the gateway's `FrontServices`; `routes()` only hands it new settings.
 Origin and Host are checked by the gateway's guard before any route (server.allowed_origins; a
 disallowed Origin gets 403).
 """
@@ -45,6 +44,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from adapters.mcp import codec, relay, sdk
@@ -64,7 +64,6 @@ from adapters.mcp.server.listing import (
     unknown_tool,
 )
 from adapters.mcp.server.passthrough import Passthrough, progress_token
-from adapters.mcp.server.routes import ALL, FRONT
 from adapters.mcp.server.sessions import OPENING, EventLogs, SessionManager
 from gateway.auth import client_credentials
 from gateway.errors import GatewayError
@@ -78,6 +77,8 @@ if TYPE_CHECKING:
     from adapters.mcp.server.settings import McpFrontSettings
     from gateway.services import FrontServices
 
+FRONT: Final = "mcp"
+ALL: Final = ("*",)  # include globs that take every tool
 _BLANKS: Final = b" \t"  # what may surround a header value (RFC 9110 section 5.5)
 SERVER_NAME: Final = "toolplex"  # the server's identity, as every result's `serverInfo` stamp carries it
 SERVER_TITLE: Final = "Toolplex"
@@ -774,3 +775,21 @@ class _Server(Server[Any]):
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
         return own if self.upstreams_now is None else opening.capabilities(own, self.upstreams_now())
+
+
+def endpoint(services: FrontServices, settings: McpFrontSettings, path: str) -> Endpoint:
+    """The endpoint at `path`: one per gateway, kept by its services across reloads (its sessions outlive them)."""
+    return services.kept((FRONT, "endpoint", path), lambda: Endpoint(services, settings, path))  # type: ignore[no-any-return]
+
+
+def routes(services: FrontServices, settings: McpFrontSettings) -> list[BaseRoute]:
+    """The MCP endpoint and one per virtual server (`gateway.plugins.FrontPlugin`)."""
+    main = endpoint(services, settings, settings.path)
+    main.configure(settings, ("*",), ())
+    served: list[BaseRoute] = [Route(settings.path, main, methods=["GET", "POST", "DELETE"])]
+    for name, virtual in settings.servers.items():
+        path = f"{settings.path}/{name}"
+        one = endpoint(services, settings, path)
+        one.configure(settings, tuple(virtual.include), tuple(virtual.exclude))
+        served.append(Route(path, one, methods=["GET", "POST", "DELETE"]))
+    return served
