@@ -45,8 +45,7 @@ UPSTREAM_KINDS = ("oxp", "opentool", "jsonrpc", "toolserver")
 # retrieval). `gateway.app` is there to show that the check sees what is loaded. (The MCP SDK loads at start:
 # built by the first request, it made a new replica's first MCP requests wait seconds under load.)
 LOADED_ONLY_WHEN_USED = (
-    "jwt",
-    "cryptography",
+    "jwt",  # (cryptography is not listed: the MCP SDK, loaded at start, imports it)
     "gateway.oauth.client",
     "gateway.oauth.resource",
     "aiohttp",
